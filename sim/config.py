@@ -1,0 +1,262 @@
+"""The simulator's one configuration: a frozen, validated dataclass.
+
+Every physical quantity is in SI units (m, s, m/s, rad); names carry the unit where it could be
+ambiguous. A bad value raises ``ValueError`` naming the field, at construction time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+G = 9.8
+"""Standard gravity used by the model, m/s²."""
+
+
+@dataclass(frozen=True)
+class AeroParams:
+    """Parameters of the shared aerodynamic law for one kind of body (fighter or missile)."""
+
+    terminal_speed_mps: float
+    """Free-fall terminal speed Vt: zero-lift drag equals g at this speed."""
+    min_turn_radius_m: float
+    """Rmin: full rudder turns on a circle of this radius at any speed."""
+    lift_to_drag: float
+    """LD: the best lift-to-drag ratio; sets the induced-drag factor."""
+    max_thrust_mps2: float
+    """Thrust acceleration at full throttle (fighter) or while the motor burns (missile)."""
+
+    @property
+    def cd0(self) -> float:
+        """Zero-lift drag factor Cd0 = g / Vt²."""
+        return G / self.terminal_speed_mps**2
+
+    @property
+    def lift_factor(self) -> float:
+        """Lift factor c = 1 / Rmin."""
+        return 1.0 / self.min_turn_radius_m
+
+    @property
+    def induced_drag_factor(self) -> float:
+        """Induced-drag factor k = 1 / (4 · Cd0 · LD²)."""
+        return 1.0 / (4.0 * self.cd0 * self.lift_to_drag**2)
+
+    def validate(self, prefix: str) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ValueError(f"{prefix}.{f.name} must be a finite number > 0, got {value!r}")
+
+
+def _fighter_aero() -> AeroParams:
+    return AeroParams(400.0, 1000.0, 5.0, 1.5 * G)
+
+
+def _missile_aero() -> AeroParams:
+    return AeroParams(400.0, 1000.0, 2.0, 15.0 * G)
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Everything that fixes the duel's physics, rules, timing and interface.
+
+    Defaults follow ``sim.md``. Construct with keyword arguments; use :meth:`replace` to derive
+    a variant and :meth:`from_dict` to load from a TOML table.
+    """
+
+    dt_s: float = 0.1
+    """Physics step. Speed-up never enlarges it (see ``time_scale``)."""
+    substeps: int = 5
+    """Physics steps per decision step at ``time_scale = 1``."""
+    time_scale: float = 1.0
+    """Sim time per decision relative to the default; adds substeps (``substeps · time_scale``
+    must be a whole number)."""
+    max_time_s: float = 300.0
+    """Episode time limit: reaching it truncates (a draw, not a termination)."""
+
+    missiles_per_fighter: int = 6
+    """Missiles carried by each fighter; also the number of missile slots per side."""
+    fire_cooldown_s: float = 0.5
+    """Minimum time between two launches of one fighter."""
+    hit_radius_m: float = 100.0
+    """A missile hits when its closest approach during a physics step is under this."""
+    missile_burn_time_s: float = 10.0
+    """The motor burns while the missile's flight time is under this."""
+    missile_min_speed_mps: float = 200.0
+    """After burn-out a missile slower than this is lost."""
+    missile_max_flight_time_s: float = 90.0
+    """A missile whose flight time exceeds this is lost."""
+    launch_offset_m: float = 20.0
+    """A missile starts this far ahead of its fighter, along the fighter's heading."""
+    nav_constant: float = 4.0
+    """Proportional-navigation constant N."""
+    arena_half_width_m: float = 75_000.0
+    """The arena is the square |x|, |y| ≤ this; a fighter outside is destroyed."""
+
+    fighter: AeroParams = field(default_factory=_fighter_aero)
+    """Fighter aerodynamics (thrust is throttle × max_thrust)."""
+    missile: AeroParams = field(default_factory=_missile_aero)
+    """Missile aerodynamics (thrust while the motor burns)."""
+
+    scenario: str = "random"
+    """Initial conditions: ``"random"`` (seeded draw per environment) or ``"head_on"``."""
+    spawn_separation_m: tuple[float, float] = (25_000.0, 45_000.0)
+    """Random scenario: range of the initial separation."""
+    spawn_heading_jitter_rad: float = math.radians(30.0)
+    """Random scenario: each fighter heads at the other within ± this."""
+    spawn_speed_mps: tuple[float, float] = (250.0, 350.0)
+    """Random scenario: range of initial speeds."""
+    spawn_shift_m: float = 20_000.0
+    """Random scenario: the picture's centre is shifted by up to ± this in x and y."""
+    head_on_separation_m: float = 28_000.0
+    """Head-on scenario: separation."""
+    head_on_speed_mps: float = 300.0
+    """Head-on scenario: both fighters' speed."""
+
+    action_mode: str = "discrete"
+    """``"discrete"`` (int64 [N, 2, 3]: rudder {0,1,2} → {−1,0,+1}, throttle {0,1,2} → {0,0.5,1},
+    fire {0,1}) or ``"continuous"`` (float [N, 2, 3]: rudder [−1,1], throttle [0,1],
+    fire > 0.5 fires; values are clipped to their bounds)."""
+    obs_incoming_missiles: int = 4
+    """How many of the nearest incoming enemy missiles each observation describes."""
+    obs_own_missiles: int = 4
+    """How many of the own missiles in flight each observation describes (nearest to target)."""
+
+    dtype: str = "float32"
+    """Floating-point type of the state: ``"float32"`` or ``"float64"``."""
+    check_actions: bool = True
+    """Validate actions (NaN, out-of-range indices). On CUDA the check is a device-side flag
+    read at chunk boundaries, never a per-step host sync."""
+
+    def __post_init__(self) -> None:
+        positive = (
+            "dt_s max_time_s fire_cooldown_s hit_radius_m missile_burn_time_s "
+            "missile_min_speed_mps missile_max_flight_time_s nav_constant arena_half_width_m "
+            "time_scale head_on_separation_m head_on_speed_mps"
+        ).split()
+        for name in positive:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"{name} must be a number, got {value!r}")
+            if not math.isfinite(value) or value <= 0:
+                raise ValueError(f"{name} must be finite and > 0, got {value!r}")
+        for name in ("launch_offset_m", "spawn_heading_jitter_rad", "spawn_shift_m"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"{name} must be a number, got {value!r}")
+            if not math.isfinite(value) or value < 0:
+                raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
+        for name in ("substeps", "missiles_per_fighter", "obs_incoming_missiles", "obs_own_missiles"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        total = self.substeps * self.time_scale
+        if abs(total - round(total)) > 1e-9 or round(total) < 1:
+            raise ValueError(
+                f"time_scale must make substeps * time_scale a whole number >= 1, "
+                f"got substeps={self.substeps}, time_scale={self.time_scale}"
+            )
+        for name in ("spawn_separation_m", "spawn_speed_mps"):
+            lo_hi = getattr(self, name)
+            if (
+                not isinstance(lo_hi, (tuple, list))
+                or len(lo_hi) != 2
+                or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in lo_hi)
+                or not 0 < lo_hi[0] <= lo_hi[1]
+            ):
+                raise ValueError(f"{name} must be a pair (low, high) with 0 < low <= high, got {lo_hi!r}")
+        if self.spawn_separation_m[1] / 2 + self.spawn_shift_m >= self.arena_half_width_m:
+            raise ValueError(
+                "spawn_separation_m and spawn_shift_m must place fighters inside the arena "
+                f"(max separation / 2 + shift = {self.spawn_separation_m[1] / 2 + self.spawn_shift_m} "
+                f">= arena_half_width_m = {self.arena_half_width_m})"
+            )
+        if self.scenario not in ("random", "head_on"):
+            raise ValueError(f"scenario must be 'random' or 'head_on', got {self.scenario!r}")
+        if self.action_mode not in ("discrete", "continuous"):
+            raise ValueError(f"action_mode must be 'discrete' or 'continuous', got {self.action_mode!r}")
+        if self.dtype not in ("float32", "float64"):
+            raise ValueError(f"dtype must be 'float32' or 'float64', got {self.dtype!r}")
+        if self.obs_incoming_missiles > self.missiles_per_fighter:
+            raise ValueError(
+                f"obs_incoming_missiles must be <= missiles_per_fighter ({self.missiles_per_fighter}), "
+                f"got {self.obs_incoming_missiles}"
+            )
+        if self.obs_own_missiles > self.missiles_per_fighter:
+            raise ValueError(
+                f"obs_own_missiles must be <= missiles_per_fighter ({self.missiles_per_fighter}), "
+                f"got {self.obs_own_missiles}"
+            )
+        if not isinstance(self.fighter, AeroParams) or not isinstance(self.missile, AeroParams):
+            raise ValueError("fighter and missile must be AeroParams")
+        self.fighter.validate("fighter")
+        self.missile.validate("missile")
+
+    @property
+    def physics_steps_per_decision(self) -> int:
+        """Physics steps in one decision step: ``substeps · time_scale``."""
+        return round(self.substeps * self.time_scale)
+
+    @property
+    def decision_dt_s(self) -> float:
+        """Sim time covered by one decision step."""
+        return self.dt_s * self.physics_steps_per_decision
+
+    @property
+    def max_decisions(self) -> int:
+        """Decision steps in a full-length episode."""
+        return math.ceil(self.max_time_s / self.decision_dt_s - 1e-9)
+
+    # Time thresholds as whole physics steps, so float round-off never moves an event.
+    @property
+    def cooldown_steps(self) -> int:
+        """A fighter may launch when its steps since last launch reach this."""
+        return max(math.ceil(self.fire_cooldown_s / self.dt_s - 1e-6), 0)
+
+    @property
+    def burn_steps(self) -> int:
+        """The motor burns while a missile's flight steps are under this."""
+        return math.ceil(self.missile_burn_time_s / self.dt_s - 1e-6)
+
+    @property
+    def max_flight_steps(self) -> int:
+        """A missile whose flight steps exceed this is lost."""
+        return math.floor(self.missile_max_flight_time_s / self.dt_s + 1e-6)
+
+    @property
+    def time_limit_steps(self) -> int:
+        """An episode is truncated at the end of the decision step where its physics steps
+        reach this."""
+        return math.ceil(self.max_time_s / self.dt_s - 1e-6)
+
+    def replace(self, **changes: Any) -> SimConfig:
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict (for TOML, JSON and checkpoints)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SimConfig:
+        """Build from a plain dict; unknown keys raise ``ValueError`` naming them."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown sim config field(s): {', '.join(unknown)}")
+        kwargs = dict(data)
+        for name in ("fighter", "missile"):
+            if isinstance(kwargs.get(name), dict):
+                sub = kwargs[name]
+                sub_known = {f.name for f in dataclasses.fields(AeroParams)}
+                bad = sorted(set(sub) - sub_known)
+                if bad:
+                    raise ValueError(f"unknown {name} field(s): {', '.join(bad)}")
+                base = _fighter_aero() if name == "fighter" else _missile_aero()
+                kwargs[name] = dataclasses.replace(base, **sub)
+        for name in ("spawn_separation_m", "spawn_speed_mps"):
+            if isinstance(kwargs.get(name), list):
+                kwargs[name] = tuple(kwargs[name])
+        return cls(**kwargs)

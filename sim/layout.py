@@ -1,0 +1,156 @@
+"""The observation layout, written down once.
+
+Observations are egocentric and identical in form for both sides. The *body frame* of a fighter
+has its x axis along the fighter's velocity (``n = v / |v|``) and its y axis to the left
+(``n⊥ = (−n_y, n_x)``); a world vector ``d`` has body coordinates ``(d·n, d·n⊥)``. Angles are
+given as cosine and sine so nothing wraps. Every field is scaled to about [−1, 1] by the scale
+named below, and the whole vector is finally clamped to ``[−OBS_CLIP, OBS_CLIP]``. Divisor
+norms (speeds, ranges) are clamped to at least ``NORM_EPS``.
+
+Blocks, in order (``o`` the observing fighter, ``e`` the enemy fighter):
+
+``own`` (10): x / arena_half_width, y / arena_half_width, heading cos, heading sin (world
+frame), speed / SPEED_SCALE, missiles left / missiles_per_fighter, fire readiness
+``min(steps_since_launch / cooldown_steps, 1)``, alive flag, throttle, rudder.
+
+``enemy`` (10), with ``r = p_e − p_o``: alive flag, |r| / RANGE_SCALE, bearing cos and sin
+(``r`` in o's body frame, divided by |r|), relative heading cos and sin (``n_e`` in o's body
+frame), enemy speed / SPEED_SCALE, closing speed ``−r·(v_e − v_o) / |r|`` / CLOSING_SCALE,
+enemy missiles left / missiles_per_fighter, enemy nose-on cosine ``−r·n_e / |r|`` (1 when the
+enemy points straight at o).
+
+``incoming`` (9 × obs_incoming_missiles): the enemy's active missiles, nearest to o first
+(ties by slot index), absent entries all zero. With ``d = p_o − p_m``: present flag,
+|d| / RANGE_SCALE, bearing cos and sin (``−d`` in o's body frame, divided by |d|), missile
+heading cos and sin (``n_m`` in o's body frame), missile speed / MISSILE_SPEED_SCALE, closing
+speed ``−d·(v_o − v_m) / |d|`` / CLOSING_SCALE, motor burning flag.
+
+``own_missiles`` (6 × obs_own_missiles): o's active missiles, nearest to the enemy first (ties by
+slot index), absent entries all zero. With ``q = p_e − p_m``: present flag, |q| / RANGE_SCALE,
+missile speed / MISSILE_SPEED_SCALE, closing speed ``−q·(v_e − v_m) / |q|`` / CLOSING_SCALE,
+flight time / missile_max_flight_time_s, motor burning flag.
+
+``time`` (1): fraction of episode time left, ``max(1 − t / max_time_s, 0)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sim.config import SimConfig
+
+RANGE_SCALE_M = 50_000.0
+SPEED_SCALE_MPS = 500.0
+MISSILE_SPEED_SCALE_MPS = 1_000.0
+CLOSING_SCALE_MPS = 1_000.0
+OBS_CLIP = 10.0
+NORM_EPS = 1e-6
+
+OWN_FIELDS = (
+    "x", "y", "heading_cos", "heading_sin", "speed", "missiles_left", "fire_ready", "alive",
+    "throttle", "rudder",
+)
+ENEMY_FIELDS = (
+    "alive", "range", "bearing_cos", "bearing_sin", "rel_heading_cos", "rel_heading_sin",
+    "speed", "closing_speed", "missiles_left", "nose_on_cos",
+)
+INCOMING_FIELDS = (
+    "present", "range", "bearing_cos", "bearing_sin", "heading_cos", "heading_sin", "speed",
+    "closing_speed", "motor_on",
+)
+OWN_MISSILE_FIELDS = ("present", "range_to_target", "speed", "closing_speed", "flight_time", "motor_on")
+TIME_FIELDS = ("time_left",)
+
+
+@dataclass(frozen=True)
+class ObsLayout:
+    """Names and offsets of every observation component for one configuration."""
+
+    incoming: int
+    own_missiles: int
+
+    @classmethod
+    def from_config(cls, config: SimConfig) -> ObsLayout:
+        return cls(config.obs_incoming_missiles, config.obs_own_missiles)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every component's name, in order (``block.field`` or ``block[i].field``)."""
+        out = [f"own.{f}" for f in OWN_FIELDS]
+        out += [f"enemy.{f}" for f in ENEMY_FIELDS]
+        out += [f"incoming[{i}].{f}" for i in range(self.incoming) for f in INCOMING_FIELDS]
+        out += [f"own_missile[{i}].{f}" for i in range(self.own_missiles) for f in OWN_MISSILE_FIELDS]
+        out += [f"time.{f}" for f in TIME_FIELDS]
+        return tuple(out)
+
+    @property
+    def size(self) -> int:
+        return len(self.names)
+
+    def index(self, name: str) -> int:
+        """Offset of one named component, e.g. ``layout.index("enemy.bearing_sin")``."""
+        try:
+            return self.names.index(name)
+        except ValueError:
+            raise KeyError(f"no observation component named {name!r}") from None
+
+    # Block offsets (start index of each block).
+    @property
+    def own_start(self) -> int:
+        return 0
+
+    @property
+    def enemy_start(self) -> int:
+        return len(OWN_FIELDS)
+
+    @property
+    def incoming_start(self) -> int:
+        return self.enemy_start + len(ENEMY_FIELDS)
+
+    @property
+    def own_missiles_start(self) -> int:
+        return self.incoming_start + self.incoming * len(INCOMING_FIELDS)
+
+    @property
+    def time_start(self) -> int:
+        return self.own_missiles_start + self.own_missiles * len(OWN_MISSILE_FIELDS)
+
+    def metadata(self) -> dict[str, Any]:
+        """A plain description saved with checkpoints; two layouts are compatible iff equal."""
+        return {
+            "version": 1,
+            "size": self.size,
+            "names": list(self.names),
+            "scales": {
+                "range_m": RANGE_SCALE_M,
+                "speed_mps": SPEED_SCALE_MPS,
+                "missile_speed_mps": MISSILE_SPEED_SCALE_MPS,
+                "closing_mps": CLOSING_SCALE_MPS,
+                "clip": OBS_CLIP,
+            },
+        }
+
+    @staticmethod
+    def describe_difference(saved: dict[str, Any], current: dict[str, Any]) -> str | None:
+        """A human sentence saying how two layout metadata dicts differ, or None if equal."""
+        if saved == current:
+            return None
+        parts = []
+        if saved.get("version") != current.get("version"):
+            parts.append(f"layout version {saved.get('version')} != {current.get('version')}")
+        if saved.get("size") != current.get("size"):
+            parts.append(f"size {saved.get('size')} != {current.get('size')}")
+        s_names, c_names = list(saved.get("names", [])), list(current.get("names", []))
+        missing = [n for n in s_names if n not in c_names]
+        extra = [n for n in c_names if n not in s_names]
+        if missing:
+            parts.append(f"missing now: {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
+        if extra:
+            parts.append(f"new now: {', '.join(extra[:5])}{' ...' if len(extra) > 5 else ''}")
+        if not missing and not extra and s_names != c_names:
+            first = next(i for i, (a, b) in enumerate(zip(s_names, c_names)) if a != b)
+            parts.append(f"order differs from index {first} ({s_names[first]} vs {c_names[first]})")
+        if saved.get("scales") != current.get("scales"):
+            parts.append(f"scales {saved.get('scales')} != {current.get('scales')}")
+        return "; ".join(parts) or "metadata differs"
