@@ -1,0 +1,499 @@
+"""The ring of preallocated rollout slots between actors and the learner.
+
+A slot moves FREE → WRITING → READY → READING → FREE. An actor takes a FREE slot (waiting,
+measured, when there is none: backpressure), writes one T-step chunk, then commits it READY
+stamped with its policy version and actor id; the learner takes READY slots oldest first and
+releases them FREE when done. A half-written slot is aborted back to FREE and a stale chunk
+dropped; both are counted, so at any moment::
+
+    produced_samples == consumed_samples + dropped_samples + in_flight_samples
+
+where *produced* counts every chunk that left WRITING (committed or aborted) and *in flight*
+every READY or READING chunk. Nothing is allocated after construction.
+
+The ring is thread-safe (one lock) and offers blocking calls for threads and ``async`` calls
+for event-loop tasks; both kinds of waiter are woken on every state change. In debug mode every
+slot is filled with a magic value when handed out for writing and checked on commit, so a
+field the chunk failed to write raises :class:`UnwrittenSlotError` naming it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import enum
+import threading
+import time
+from dataclasses import dataclass
+
+import torch
+
+MAGIC_FLOAT = -7.25e37
+"""Debug fill of float fields: far outside anything a policy or the sim produces."""
+MAGIC_INT = -0x5A5A5A5A5A5A5A5A
+"""Debug fill of int64 fields (actions)."""
+MAGIC_BYTE = 0xA5
+"""Debug fill of the byte storage behind the bool fields (neither 0 nor 1)."""
+
+
+class SlotState(enum.IntEnum):
+    """Where a slot is in its cycle."""
+
+    FREE = 0
+    WRITING = 1
+    READY = 2
+    READING = 3
+
+
+class RingClosed(RuntimeError):
+    """Raised by a waiting call when the ring is closed (the run is stopping)."""
+
+
+class UnwrittenSlotError(RuntimeError):
+    """A committed chunk still holds the debug magic value in some field."""
+
+
+class SlotStateError(RuntimeError):
+    """A slot was handed back in a state that does not allow the transition."""
+
+
+@dataclass(frozen=True)
+class SlotSpec:
+    """Shape of one rollout chunk."""
+
+    rollout_len: int
+    """T: decision steps per chunk."""
+    num_envs: int
+    """B: environments (learning fighters) per chunk."""
+    obs_dim: int
+    """D: observation size."""
+    action_dim: int
+    """A: action components per decision (3 for the sim)."""
+    action_dtype: torch.dtype = torch.int64
+    """int64 for discrete kinds, a float type for continuous actions."""
+    obs_dtype: torch.dtype = torch.float32
+    """Observation / float field type."""
+
+    def __post_init__(self) -> None:
+        for name in ("rollout_len", "num_envs", "obs_dim", "action_dim"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"SlotSpec.{name} must be an integer >= 1, got {value!r}")
+
+    @property
+    def samples(self) -> int:
+        """Agent-steps in one chunk (T × B)."""
+        return self.rollout_len * self.num_envs
+
+
+@dataclass(frozen=True)
+class RingStats:
+    """A consistent snapshot of the ring's counters (taken under its lock)."""
+
+    capacity: int
+    free: int
+    writing: int
+    ready: int
+    reading: int
+    reuses: int
+    """Slot acquisitions for writing of a slot that had been used before."""
+    produced_samples: int
+    consumed_samples: int
+    dropped_samples: int
+    dropped_chunks: int
+    in_flight_samples: int
+    produced_chunks: int = 0
+    consumed_chunks: int = 0
+    aborted_chunks: int = 0
+    """Half-written chunks given back (a failed actor); part of ``dropped_chunks``."""
+    stale_chunks: int = 0
+    """Chunks dropped for policy lag; part of ``dropped_chunks``."""
+    write_waits: int = 0
+    """Times an actor found no FREE slot and had to wait."""
+    write_wait_s: float = 0.0
+    """Total seconds actors waited for a FREE slot."""
+    read_wait_s: float = 0.0
+    """Total seconds the learner waited for READY slots."""
+
+
+class RingSlot:
+    """One preallocated chunk: T × B observations, actions, log-probs, values, rewards, flags.
+
+    ``terminated`` and ``truncated`` are bool views of byte storage so the debug fill can put a
+    value in them that is neither true nor false. ``written_event`` / ``read_event`` order the
+    producer's and consumer's CUDA streams (None on CPU).
+    """
+
+    def __init__(self, index: int, spec: SlotSpec, device: torch.device, pin: bool, share: bool):
+        T, B = spec.rollout_len, spec.num_envs
+
+        def alloc(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+            t = torch.zeros(shape, dtype=dtype, device=device)
+            if pin:
+                t = t.pin_memory()
+            elif share:
+                t.share_memory_()
+            return t
+
+        self.index = index
+        self.spec = spec
+        self.obs = alloc((T, B, spec.obs_dim), spec.obs_dtype)
+        self.actions = alloc((T, B, spec.action_dim), spec.action_dtype)
+        self.log_probs = alloc((T, B), spec.obs_dtype)
+        self.values = alloc((T, B), spec.obs_dtype)
+        self.rewards = alloc((T, B), spec.obs_dtype)
+        self.bootstrap_values = alloc((T, B), spec.obs_dtype)
+        self.next_values = alloc((B,), spec.obs_dtype)
+        self._terminated_bytes = alloc((T, B), torch.uint8)
+        self._truncated_bytes = alloc((T, B), torch.uint8)
+        self.terminated = self._terminated_bytes.view(torch.bool)
+        self.truncated = self._truncated_bytes.view(torch.bool)
+        self.state = SlotState.FREE
+        self.policy_version = -1
+        self.actor_id = -1
+        self.sequence = -1
+        """Commit order over the whole ring (the learner reads oldest first)."""
+        self.uses = 0
+        cuda = device.type == "cuda" or pin
+        self.written_event = torch.cuda.Event() if cuda else None
+        self.read_event = torch.cuda.Event() if cuda else None
+
+    def float_fields(self) -> dict[str, torch.Tensor]:
+        """Float tensors by name."""
+        fields = {
+            "obs": self.obs,
+            "log_probs": self.log_probs,
+            "values": self.values,
+            "rewards": self.rewards,
+            "bootstrap_values": self.bootstrap_values,
+            "next_values": self.next_values,
+        }
+        if self.actions.is_floating_point():
+            fields["actions"] = self.actions
+        return fields
+
+    def fill_magic(self) -> None:
+        """Overwrite every field with the debug magic value."""
+        for t in self.float_fields().values():
+            t.fill_(MAGIC_FLOAT)
+        if not self.actions.is_floating_point():
+            self.actions.fill_(MAGIC_INT)
+        self._terminated_bytes.fill_(MAGIC_BYTE)
+        self._truncated_bytes.fill_(MAGIC_BYTE)
+
+    def unwritten_fields(self) -> list[str]:
+        """Names of fields still holding the magic value anywhere (a host sync: debug only)."""
+        bad = []
+        for name, t in self.float_fields().items():
+            if bool((t == torch.tensor(MAGIC_FLOAT, dtype=t.dtype)).any()):
+                bad.append(name)
+        if not self.actions.is_floating_point() and bool((self.actions == MAGIC_INT).any()):
+            bad.append("actions")
+        if bool((self._terminated_bytes == MAGIC_BYTE).any()):
+            bad.append("terminated")
+        if bool((self._truncated_bytes == MAGIC_BYTE).any()):
+            bad.append("truncated")
+        return bad
+
+    def nbytes(self) -> int:
+        """Bytes of tensor storage in this slot."""
+        tensors = [*self.float_fields().values(), self._terminated_bytes, self._truncated_bytes]
+        if not self.actions.is_floating_point():
+            tensors.append(self.actions)
+        return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def choose_placement(requested: str, actor_device: torch.device, learner_device: torch.device) -> str:
+    """Resolve ``auto`` and check an explicit placement is possible on these devices.
+
+    device memory when actors and learner share a GPU (a PCIe round trip would only cost time);
+    pinned host memory when rollouts cross devices; plain shared CPU memory on CPU-only hosts.
+    """
+    actor_device, learner_device = torch.device(actor_device), torch.device(learner_device)
+    if requested == "auto":
+        if actor_device.type == "cuda" and actor_device == learner_device:
+            return "device"
+        if "cuda" in (actor_device.type, learner_device.type):
+            return "pinned"
+        return "shared"
+    if requested == "device":
+        if actor_device != learner_device and actor_device.type == "cuda":
+            raise ValueError(
+                f"ring placement 'device' needs actors and learner on one device, "
+                f"got actors on {actor_device} and learner on {learner_device}"
+            )
+        return "device"
+    if requested == "pinned":
+        if not torch.cuda.is_available():
+            raise ValueError("ring placement 'pinned' needs CUDA (pinned host memory), none found")
+        return "pinned"
+    if requested == "shared":
+        if actor_device.type == "cuda" and learner_device.type == "cuda":
+            raise ValueError("ring placement 'shared' is host memory; use 'device' or 'pinned' on CUDA")
+        return "shared"
+    raise ValueError(f"ring placement must be auto, device, pinned or shared, got {requested!r}")
+
+
+class RolloutRing:
+    """Preallocated slots with the FREE → WRITING → READY → READING → FREE protocol."""
+
+    def __init__(
+        self,
+        spec: SlotSpec,
+        num_slots: int,
+        placement: str = "auto",
+        actor_device: torch.device | str = "cpu",
+        learner_device: torch.device | str = "cpu",
+        debug: bool = False,
+    ):
+        if isinstance(num_slots, bool) or not isinstance(num_slots, int) or num_slots < 1:
+            raise ValueError(f"num_slots must be an integer >= 1, got {num_slots!r}")
+        self.spec = spec
+        self.placement = choose_placement(placement, torch.device(actor_device), torch.device(learner_device))
+        self.debug = debug
+        storage = torch.device(actor_device) if self.placement == "device" else torch.device("cpu")
+        self.device = storage
+        self.slots = [
+            RingSlot(i, spec, storage, pin=self.placement == "pinned", share=self.placement == "shared")
+            for i in range(num_slots)
+        ]
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._async_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self._ready: collections.deque[int] = collections.deque()
+        self._free: collections.deque[int] = collections.deque(range(num_slots))
+        self._closed = False
+        self._sequence = 0
+        self._c = collections.Counter()
+        self._write_wait_s = 0.0
+        self._read_wait_s = 0.0
+
+    # ----------------------------------------------------------------- internals (lock held)
+    def _notify_locked(self) -> None:
+        self._cond.notify_all()
+        waiters, self._async_waiters = self._async_waiters, []
+        for loop, fut in waiters:
+            try:
+                loop.call_soon_threadsafe(_resolve, fut)
+            except RuntimeError:  # that loop is closed; nobody waits there any more
+                pass
+
+    def _check(self, slot: RingSlot, expected: SlotState, action: str) -> None:
+        if slot is not self.slots[slot.index]:
+            raise SlotStateError(f"{action}: slot does not belong to this ring")
+        if slot.state != expected:
+            raise SlotStateError(
+                f"{action}: slot {slot.index} is {slot.state.name}, expected {expected.name}"
+            )
+
+    def _try_write_locked(self, actor_id: int) -> RingSlot | None:
+        if self._closed:
+            raise RingClosed("ring closed")
+        if not self._free:
+            return None
+        slot = self.slots[self._free.popleft()]
+        if slot.uses:
+            self._c["reuses"] += 1
+        slot.uses += 1
+        slot.state = SlotState.WRITING
+        slot.actor_id = actor_id
+        slot.policy_version = -1
+        return slot
+
+    def _try_read_locked(self, n: int) -> list[RingSlot] | None:
+        if self._closed:
+            raise RingClosed("ring closed")
+        if len(self._ready) < n:
+            return None
+        out = []
+        for _ in range(n):
+            slot = self.slots[self._ready.popleft()]
+            slot.state = SlotState.READING
+            out.append(slot)
+        return out
+
+    def _prepare_for_writer(self, slot: RingSlot) -> RingSlot:
+        # Outside the lock: filling is a kernel, the slot is already ours.
+        if self.debug:
+            slot.fill_magic()
+        return slot
+
+    # ----------------------------------------------------------------------- writer side
+    def acquire_write(self, actor_id: int, timeout: float | None = None) -> RingSlot | None:
+        """Take a FREE slot for writing (blocking). None if ``timeout`` passed first."""
+        start = time.perf_counter()
+        deadline = None if timeout is None else start + timeout
+        with self._lock:
+            slot = self._try_write_locked(actor_id)
+            if slot is None:
+                self._c["write_waits"] += 1
+            while slot is None:
+                remaining = None if deadline is None else deadline - time.perf_counter()
+                if remaining is not None and remaining <= 0:
+                    break
+                self._cond.wait(remaining)
+                slot = self._try_write_locked(actor_id)
+            self._write_wait_s += time.perf_counter() - start
+        return None if slot is None else self._prepare_for_writer(slot)
+
+    async def acquire_write_async(self, actor_id: int) -> RingSlot:
+        """Take a FREE slot for writing, awaiting one without blocking the event loop."""
+        start = time.perf_counter()
+        counted = False
+        while True:
+            with self._lock:
+                slot = self._try_write_locked(actor_id)
+                if slot is not None:
+                    self._write_wait_s += time.perf_counter() - start
+                    break
+                if not counted:
+                    self._c["write_waits"] += 1
+                    counted = True
+                fut = self._register_locked()
+            await fut
+        return self._prepare_for_writer(slot)
+
+    def commit(self, slot: RingSlot, policy_version: int) -> None:
+        """WRITING → READY, stamped with the policy version that produced the chunk."""
+        if self.debug:
+            bad = slot.unwritten_fields()
+            if bad:
+                # The chunk is unusable: give it back so the accounting stays exact, then fail.
+                self.abort(slot)
+                raise UnwrittenSlotError(
+                    f"actor {slot.actor_id} committed slot {slot.index} with unwritten field(s): "
+                    f"{', '.join(bad)}"
+                )
+        with self._lock:
+            self._check(slot, SlotState.WRITING, "commit")
+            slot.policy_version = int(policy_version)
+            slot.sequence = self._sequence
+            self._sequence += 1
+            slot.state = SlotState.READY
+            self._ready.append(slot.index)
+            self._c["produced_chunks"] += 1
+            self._notify_locked()
+
+    def abort(self, slot: RingSlot) -> None:
+        """WRITING → FREE for a chunk that will not be finished; counted as produced and dropped."""
+        with self._lock:
+            self._check(slot, SlotState.WRITING, "abort")
+            slot.state = SlotState.FREE
+            self._free.append(slot.index)
+            self._c["produced_chunks"] += 1
+            self._c["aborted_chunks"] += 1
+            self._notify_locked()
+
+    # ----------------------------------------------------------------------- reader side
+    def acquire_read(self, n: int = 1, timeout: float | None = None) -> list[RingSlot] | None:
+        """Take ``n`` READY slots, oldest first (blocking). None if ``timeout`` passed first."""
+        self._check_n(n)
+        start = time.perf_counter()
+        deadline = None if timeout is None else start + timeout
+        with self._lock:
+            slots = self._try_read_locked(n)
+            while slots is None:
+                remaining = None if deadline is None else deadline - time.perf_counter()
+                if remaining is not None and remaining <= 0:
+                    break
+                self._cond.wait(remaining)
+                slots = self._try_read_locked(n)
+            self._read_wait_s += time.perf_counter() - start
+        return slots
+
+    async def acquire_read_async(self, n: int = 1) -> list[RingSlot]:
+        """Take ``n`` READY slots, oldest first, awaiting them without blocking the loop."""
+        self._check_n(n)
+        start = time.perf_counter()
+        while True:
+            with self._lock:
+                slots = self._try_read_locked(n)
+                if slots is not None:
+                    self._read_wait_s += time.perf_counter() - start
+                    return slots
+                fut = self._register_locked()
+            await fut
+
+    def release(self, slots: RingSlot | list[RingSlot]) -> None:
+        """READING → FREE after the learner consumed the chunk(s)."""
+        self._finish_read(slots, dropped=False)
+
+    def drop(self, slots: RingSlot | list[RingSlot]) -> None:
+        """READING → FREE for chunk(s) the learner refuses (too stale); counted as dropped."""
+        self._finish_read(slots, dropped=True)
+
+    def _finish_read(self, slots: RingSlot | list[RingSlot], dropped: bool) -> None:
+        slots = [slots] if isinstance(slots, RingSlot) else list(slots)
+        with self._lock:
+            for slot in slots:
+                self._check(slot, SlotState.READING, "drop" if dropped else "release")
+            for slot in slots:
+                slot.state = SlotState.FREE
+                self._free.append(slot.index)
+                self._c["stale_chunks" if dropped else "consumed_chunks"] += 1
+            self._notify_locked()
+
+    # ------------------------------------------------------------------------ lifecycle
+    def close(self) -> None:
+        """Wake every waiter with :class:`RingClosed`; slots already held stay valid."""
+        with self._lock:
+            self._closed = True
+            self._notify_locked()
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    def reopen(self) -> None:
+        """Allow waiting again (after a close used only to interrupt waiters)."""
+        with self._lock:
+            self._closed = False
+
+    def stats(self) -> RingStats:
+        """A consistent snapshot of states and counters."""
+        with self._lock:
+            counts = collections.Counter(s.state for s in self.slots)
+            c = self._c
+            n = self.spec.samples
+            dropped_chunks = c["aborted_chunks"] + c["stale_chunks"]
+            return RingStats(
+                capacity=len(self.slots),
+                free=counts[SlotState.FREE],
+                writing=counts[SlotState.WRITING],
+                ready=counts[SlotState.READY],
+                reading=counts[SlotState.READING],
+                reuses=c["reuses"],
+                produced_samples=c["produced_chunks"] * n,
+                consumed_samples=c["consumed_chunks"] * n,
+                dropped_samples=dropped_chunks * n,
+                dropped_chunks=dropped_chunks,
+                in_flight_samples=(counts[SlotState.READY] + counts[SlotState.READING]) * n,
+                produced_chunks=c["produced_chunks"],
+                consumed_chunks=c["consumed_chunks"],
+                aborted_chunks=c["aborted_chunks"],
+                stale_chunks=c["stale_chunks"],
+                write_waits=c["write_waits"],
+                write_wait_s=self._write_wait_s,
+                read_wait_s=self._read_wait_s,
+            )
+
+    def nbytes(self) -> int:
+        """Total bytes of slot storage."""
+        return sum(s.nbytes() for s in self.slots)
+
+    # ------------------------------------------------------------------------- helpers
+    def _check_n(self, n: int) -> None:
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= len(self.slots):
+            raise ValueError(f"n must be an integer in [1, {len(self.slots)}], got {n!r}")
+
+    def _register_locked(self) -> asyncio.Future[None]:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        self._async_waiters.append((loop, fut))
+        return fut
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
