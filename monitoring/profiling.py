@@ -1,0 +1,209 @@
+"""Named timing scopes and ``--profile`` recording.
+
+``span(name)`` marks one phase of an actor or the learner. It is a ``torch.profiler``
+``record_function`` range (it appears in traces) and, on CUDA, an NVTX range (it appears in
+Nsight Systems). Names start with ``actor:`` or ``learner:`` (``actor:0:rollout``,
+``learner:update``) so that :mod:`monitoring.overlap` can tell the roles apart.
+
+:class:`ProfileSession` is what ``--profile`` uses: it records a few learner iterations with
+``torch.profiler`` (CPU, plus CUDA activities where CUDA is present), from every thread, writes
+a Chrome/Perfetto trace JSON into the run directory, analyses it, writes the report next to it
+and sets ``midrange_overlap_ratio``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+from types import TracebackType
+
+import torch
+from torch.autograd.profiler import record_function
+from torch.profiler import ProfilerActivity, profile
+
+from monitoring.facade import Metrics
+
+log = logging.getLogger(__name__)
+
+ROLE_PREFIXES = ("actor:", "learner:")
+"""Span-name prefixes the overlap analysis assigns to roles."""
+
+
+class span:  # lower case: used like a function, ``with span("actor:0:step"):``
+    """A named timing scope: profiler range (``record_function``) plus NVTX range on CUDA.
+
+    Costs a few microseconds when no profiler runs; use it per phase (per chunk, per update),
+    not per tensor operation.
+    """
+
+    __slots__ = ("_name", "_nvtx", "_rf")
+
+    def __init__(self, name: str) -> None:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"span name must be a non-empty string, got {name!r}")
+        self._name = name
+        self._rf = record_function(name)
+        self._nvtx = torch.cuda.is_available() and torch.cuda.is_initialized()
+
+    def __enter__(self) -> span:
+        self._rf.__enter__()
+        if self._nvtx:
+            torch.cuda.nvtx.range_push(self._name)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._nvtx:
+            torch.cuda.nvtx.range_pop()
+        self._rf.__exit__(exc_type, exc, tb)
+
+
+def profiler_activities() -> list[ProfilerActivity]:
+    """CPU always; CUDA kernels and copies too where CUDA is available."""
+    activities = [ProfilerActivity.CPU]
+    if torch.cuda.is_available():
+        activities.append(ProfilerActivity.CUDA)
+    return activities
+
+
+def _all_threads_config():
+    # Actors run in other threads than the learner (worker threads on CPU hosts); without
+    # profile_all_threads the profiler only sees the thread that started it.
+    try:
+        return torch._C._profiler._ExperimentalConfig(profile_all_threads=True)
+    except (AttributeError, TypeError):  # older torch: only the starting thread is recorded
+        log.warning("this torch cannot profile all threads; spans of other threads are missing")
+        return None
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (temp file in the same folder, fsync, rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class ProfileSession:
+    """Record ``iterations`` learner iterations after ``warmup`` ones, then write the trace.
+
+    Call :meth:`step` once at the end of every learner iteration; recording starts with the
+    first call after construction (``warmup`` iterations are skipped first), and after
+    ``iterations`` recorded ones the trace is written to ``run_dir/trace_name``, the overlap
+    report to ``run_dir/<trace stem>.overlap.json``, and ``metrics.set_overlap_ratio`` is set.
+    :meth:`close` finishes early (e.g. the run ended) and is idempotent.
+
+    Args:
+        run_dir: the run directory.
+        iterations: learner iterations to record (>= 1).
+        warmup: learner iterations to let pass before recording (>= 0).
+        metrics: facade that receives the overlap ratio (optional).
+        trace_name: file name of the trace inside ``run_dir``.
+    """
+
+    def __init__(
+        self,
+        run_dir: str | os.PathLike[str],
+        iterations: int = 5,
+        warmup: int = 1,
+        metrics: Metrics | None = None,
+        trace_name: str = "trace.json",
+    ) -> None:
+        if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
+            raise ValueError(f"iterations must be an integer >= 1, got {iterations!r}")
+        if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+            raise ValueError(f"warmup must be an integer >= 0, got {warmup!r}")
+        if not trace_name.endswith(".json") or "/" in trace_name:
+            raise ValueError(f"trace_name must be a plain file name ending in .json, got {trace_name!r}")
+        self.run_dir = Path(run_dir)
+        self.trace_path = self.run_dir / trace_name
+        self.report_path = self.run_dir / (trace_name[: -len(".json")] + ".overlap.json")
+        self.iterations = iterations
+        self.warmup = warmup
+        self.metrics = metrics
+        self.report: dict | None = None
+        self._seen = 0
+        self._recorded = 0
+        self._profiler: profile | None = None
+        self._done = False
+        if warmup == 0:
+            self._start()
+
+    @property
+    def recording(self) -> bool:
+        """True while the profiler records."""
+        return self._profiler is not None
+
+    @property
+    def done(self) -> bool:
+        """True once the trace is written (or the session was closed)."""
+        return self._done
+
+    def _start(self) -> None:
+        config = _all_threads_config()
+        kwargs = {"experimental_config": config} if config is not None else {}
+        self._profiler = profile(activities=profiler_activities(), record_shapes=False, **kwargs)
+        self._profiler.__enter__()
+        log.info("profiling %d learner iterations", self.iterations)
+
+    def step(self) -> None:
+        """Mark the end of one learner iteration."""
+        if self._done:
+            return
+        self._seen += 1
+        if self._profiler is None:
+            if self._seen >= self.warmup:
+                self._start()
+            return
+        self._recorded += 1
+        if self._recorded >= self.iterations:
+            self._finish()
+
+    def close(self) -> None:
+        """Stop recording and write what was recorded (nothing when recording never began)."""
+        if not self._done:
+            if self._profiler is not None:
+                self._finish()
+            self._done = True
+
+    def _finish(self) -> None:
+        from monitoring.overlap import analyze_trace  # local: keeps span() imports light
+
+        prof, self._profiler = self._profiler, None
+        self._done = True
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.synchronize()  # GPU activity of the recorded iterations must be complete
+        prof.__exit__(None, None, None)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.trace_path.with_name(f".{self.trace_path.name}.tmp")
+        prof.export_chrome_trace(str(tmp))
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.trace_path)
+        report = analyze_trace(json.loads(self.trace_path.read_text()))
+        self.report = report.to_dict()
+        atomic_write_text(self.report_path, json.dumps(self.report, indent=2) + "\n")
+        if self.metrics is not None:
+            self.metrics.set_overlap_ratio(report.overlap_fraction)
+        log.info("wrote %s (actor/learner overlap %.1f %% of wall time)", self.trace_path,
+                 100 * report.overlap_fraction)
+
+    def __enter__(self) -> ProfileSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
