@@ -1,0 +1,104 @@
+"""Data parallel for the learner through ``torch.distributed`` (gloo on CPU, NCCL on GPU).
+
+Each rank holds a full replica, computes gradients on its own batch, and the gradients are
+averaged with one all-reduce over a preallocated flat buffer per minibatch. Parameters start
+identical (broadcast from rank 0) and therefore stay identical: every rank applies the same
+averaged, clipped gradient with the same optimizer state.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.distributed as dist
+from torch import Tensor, nn
+
+
+def is_distributed() -> bool:
+    """True when a process group with more than one rank is initialized."""
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def rank() -> int:
+    """This process's rank (0 without a process group)."""
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+
+def world_size() -> int:
+    """Number of ranks (1 without a process group)."""
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+
+def init_from_env(device: torch.device | str = "cpu") -> bool:
+    """Initialize the default process group from ``torchrun``'s environment variables.
+
+    Does nothing and returns False when ``WORLD_SIZE`` is unset or 1, or a group already exists.
+    The backend is NCCL for a CUDA ``device`` (whose index is then set from ``LOCAL_RANK``) and
+    gloo otherwise.
+    """
+    if not dist.is_available() or dist.is_initialized():
+        return False
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return False
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        dist.init_process_group("nccl")
+    else:
+        dist.init_process_group("gloo")
+    return True
+
+
+@torch.no_grad()
+def broadcast_module(module: nn.Module, src: int = 0) -> None:
+    """Copy every parameter and buffer of ``module`` from rank ``src`` to all ranks."""
+    if not is_distributed():
+        return
+    for tensor in list(module.parameters()) + list(module.buffers()):
+        dist.broadcast(tensor.data, src)
+
+
+class GradientAllReducer:
+    """Averages the gradients of a fixed parameter list over all ranks through one flat buffer.
+
+    The buffer is allocated once; every call copies the gradients in, all-reduces, and copies
+    the mean back, so the update allocates nothing per minibatch.
+    """
+
+    def __init__(self, params: list[nn.Parameter]) -> None:
+        self.params = [p for p in params if p.requires_grad]
+        total = sum(p.numel() for p in self.params)
+        device = self.params[0].device if self.params else torch.device("cpu")
+        self.flat = torch.zeros(total, device=device, dtype=torch.float32)
+        self._views = []
+        offset = 0
+        for p in self.params:
+            self._views.append(self.flat[offset:offset + p.numel()].view_as(p))
+            offset += p.numel()
+
+    @torch.no_grad()
+    def all_reduce(self) -> None:
+        """Replace each parameter's ``.grad`` by its mean over ranks (missing grads count as 0)."""
+        if not is_distributed():
+            return
+        for p, view in zip(self.params, self._views, strict=True):
+            if p.grad is None:
+                view.zero_()
+            else:
+                view.copy_(p.grad)
+        dist.all_reduce(self.flat)
+        self.flat.div_(dist.get_world_size())
+        for p, view in zip(self.params, self._views, strict=True):
+            if p.grad is None:
+                p.grad = view.clone()
+            else:
+                p.grad.copy_(view)
+
+
+def all_reduce_mean_(tensor: Tensor) -> Tensor:
+    """In-place mean of ``tensor`` over ranks (identity without a process group)."""
+    if is_distributed():
+        dist.all_reduce(tensor)
+        tensor.div_(dist.get_world_size())
+    return tensor

@@ -1,0 +1,174 @@
+"""The actor-critic network: two MLPs (policy and value) over normalized observations.
+
+Sampling uses the Gumbel-max trick and hand-written log-probabilities instead of
+``torch.distributions``: no argument validation, no host synchronization and static shapes, so
+the rollout step can be compiled or captured as a CUDA graph.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from learner.normalization import RunningObsNorm
+from learner.spaces import ActionSpec
+
+_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
+def _mlp(in_dim: int, hidden_sizes: tuple[int, ...], out_dim: int, activation: str,
+         out_gain: float) -> nn.Sequential:
+    act = nn.Tanh if activation == "tanh" else nn.ReLU
+    layers: list[nn.Module] = []
+    last = in_dim
+    for width in hidden_sizes:
+        layers += [_orthogonal(nn.Linear(last, width), math.sqrt(2.0)), act()]
+        last = width
+    layers.append(_orthogonal(nn.Linear(last, out_dim), out_gain))
+    return nn.Sequential(*layers)
+
+
+def _orthogonal(layer: nn.Linear, gain: float) -> nn.Linear:
+    nn.init.orthogonal_(layer.weight, gain)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+class ActorCritic(nn.Module):
+    """Actor-critic MLP for one :class:`ActionSpec`.
+
+    The policy head gives categorical logits per component (``discrete``/``multi_discrete``) or
+    Gaussian means with a state-independent log-std parameter (``continuous``). Observations are
+    normalized by :attr:`obs_norm` (running statistics, saved in ``state_dict()``) before both
+    MLPs. Orthogonal initialization: gain √2 in hidden layers, 0.01 on the policy output, 1 on
+    the value output.
+    """
+
+    def __init__(self, obs_dim: int, action_spec: ActionSpec, hidden_sizes: tuple[int, ...] = (256, 256),
+                 activation: str = "tanh", normalize_obs: bool = True, obs_norm_clip: float = 10.0) -> None:
+        super().__init__()
+        if isinstance(obs_dim, bool) or not isinstance(obs_dim, int) or obs_dim < 1:
+            raise ValueError(f"obs_dim must be a positive int, got {obs_dim!r}")
+        if not isinstance(action_spec, ActionSpec):
+            raise ValueError(f"action_spec must be an ActionSpec, got {type(action_spec).__name__}")
+        if activation not in ("tanh", "relu"):
+            raise ValueError(f"activation must be 'tanh' or 'relu', got {activation!r}")
+        self.obs_dim = obs_dim
+        self.action_spec = action_spec
+        self.hidden_sizes = tuple(int(h) for h in hidden_sizes)
+        self.activation = activation
+        self.normalize_obs = bool(normalize_obs)
+        self.obs_norm = RunningObsNorm(obs_dim, clip=obs_norm_clip)
+        self.actor = _mlp(obs_dim, self.hidden_sizes, action_spec.num_logits, activation, 0.01)
+        self.critic = _mlp(obs_dim, self.hidden_sizes, 1, activation, 1.0)
+        if action_spec.is_discrete:
+            self.log_std = None
+        else:
+            self.log_std = nn.Parameter(torch.zeros(action_spec.dim))
+        self._splits = list(action_spec.nvec)
+
+    def init_kwargs(self) -> dict[str, Any]:
+        """Constructor arguments (plain types), enough to rebuild this network from a checkpoint."""
+        return {
+            "obs_dim": self.obs_dim,
+            "action_spec": self.action_spec.to_dict(),
+            "hidden_sizes": list(self.hidden_sizes),
+            "activation": self.activation,
+            "normalize_obs": self.normalize_obs,
+            "obs_norm_clip": self.obs_norm.clip,
+        }
+
+    @classmethod
+    def from_init_kwargs(cls, kwargs: dict[str, Any]) -> ActorCritic:
+        """Inverse of :meth:`init_kwargs`."""
+        kw = dict(kwargs)
+        kw["action_spec"] = ActionSpec.from_dict(kw["action_spec"])
+        kw["hidden_sizes"] = tuple(kw["hidden_sizes"])
+        return cls(**kw)
+
+    # ------------------------------------------------------------------ internals
+    def _check_obs(self, obs: Tensor) -> Tensor:
+        if obs.dim() != 2 or obs.shape[1] != self.obs_dim:
+            raise ValueError(f"obs must have shape (B, {self.obs_dim}), got {tuple(obs.shape)}")
+        if obs.dtype != self.obs_norm.mean.dtype:
+            obs = obs.to(self.obs_norm.mean.dtype)
+        return obs
+
+    def _features(self, obs: Tensor) -> Tensor:
+        return self.obs_norm(obs) if self.normalize_obs else obs
+
+    def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
+        """Raw head outputs for ``obs [B, D]``: (logits or means ``[B, num_logits]`` in float32,
+        value ``[B]`` in float32)."""
+        x = self._features(self._check_obs(obs))
+        return self.actor(x).float(), self.critic(x).squeeze(-1).float()
+
+    def _log_prob_entropy(self, head: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
+        if self.log_std is None:
+            log_prob = head.new_zeros(head.shape[0])
+            entropy = head.new_zeros(head.shape[0])
+            for i, logits in enumerate(torch.split(head, self._splits, dim=-1)):
+                logp_all = torch.log_softmax(logits, dim=-1)
+                log_prob = log_prob + logp_all.gather(-1, actions[:, i:i + 1]).squeeze(-1)
+                entropy = entropy - (logp_all.exp() * logp_all).sum(-1)
+            return log_prob, entropy
+        log_std = self.log_std.float()
+        z = (actions.to(head.dtype) - head) * torch.exp(-log_std)
+        log_prob = (-0.5 * z * z - log_std - _LOG_SQRT_2PI).sum(-1)
+        entropy = (0.5 + _LOG_SQRT_2PI + log_std).sum().expand(head.shape[0])
+        return log_prob, entropy
+
+    def _sample(self, head: Tensor, deterministic: bool) -> Tensor:
+        if self.log_std is None:
+            parts = []
+            for logits in torch.split(head, self._splits, dim=-1):
+                if deterministic:
+                    parts.append(logits.argmax(-1))
+                else:
+                    # Gumbel-max: argmax(logits + Gumbel noise) samples the categorical exactly.
+                    u = torch.rand_like(logits).clamp_(1e-20, 1.0)
+                    parts.append((logits - torch.log(-torch.log(u))).argmax(-1))
+            return torch.stack(parts, dim=-1)
+        if deterministic:
+            return head
+        return head + torch.randn_like(head) * torch.exp(self.log_std.float())
+
+    # ------------------------------------------------------------------ public API
+    @torch.no_grad()
+    def act(self, obs: Tensor, deterministic: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+        """Choose actions for ``obs [B, D]``.
+
+        Returns ``(actions [B, A], log_prob [B], value [B])``; actions are int64 indices for the
+        discrete kinds and float (unclipped; the environment clips) for continuous. With
+        ``deterministic`` the mode is taken (log_prob is still that of the chosen action).
+        """
+        head, value = self.forward(obs)
+        actions = self._sample(head, deterministic)
+        log_prob, _ = self._log_prob_entropy(head, actions)
+        return actions, log_prob, value
+
+    def evaluate(self, obs: Tensor, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Log-probability, entropy and value of given ``actions [B, A]`` at ``obs [B, D]``
+        (differentiable), each ``[B]``."""
+        if actions.dim() != 2 or actions.shape[0] != obs.shape[0] or actions.shape[1] != self.action_spec.dim:
+            raise ValueError(
+                f"actions must have shape ({obs.shape[0]}, {self.action_spec.dim}), got {tuple(actions.shape)}"
+            )
+        head, value = self.forward(obs)
+        log_prob, entropy = self._log_prob_entropy(head, actions)
+        return log_prob, entropy, value
+
+    @torch.no_grad()
+    def get_value(self, obs: Tensor) -> Tensor:
+        """State value of ``obs [B, D]`` as ``[B]``."""
+        x = self._features(self._check_obs(obs))
+        return self.critic(x).squeeze(-1).float()
+
+    def update_obs_norm(self, obs: Tensor, sync: bool = True) -> None:
+        """Merge ``obs [..., D]`` into the running observation statistics (all-reduced over ranks
+        under data parallel when ``sync``); a no-op when normalization is off."""
+        if self.normalize_obs:
+            self.obs_norm.update(obs, sync=sync)

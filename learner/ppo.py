@@ -1,0 +1,273 @@
+"""PPO: clipped surrogate on behaviour log-probs, clipped value loss, entropy bonus, minibatch
+epochs, gradient clipping, learning-rate annealing and optional V-trace targets.
+
+The update's hot loop keeps every per-minibatch statistic on the device and reads them back
+once at the end (one host synchronization per update, two per epoch with ``target_kl``). Its
+working tensors (advantages, returns, shuffle order, minibatch buffers, the gradient all-reduce
+buffer) are allocated once per batch shape and reused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from learner.advantages import compute_gae, compute_vtrace
+from learner.batch import RolloutBatch
+from learner.config import PPOConfig
+from learner.distributed import GradientAllReducer, all_reduce_mean_, broadcast_module, rank
+from learner.network import ActorCritic
+from learner.spaces import ActionSpec
+
+_STAT_NAMES = ("loss_policy", "loss_value", "entropy", "approx_kl", "clip_fraction", "grad_norm")
+
+
+@dataclass
+class _Workspace:
+    """Preallocated tensors for one batch shape (T, B)."""
+
+    advantages: Tensor
+    returns: Tensor
+    old_values: Tensor
+    perm: Tensor
+    mb_obs: Tensor
+    mb_actions: Tensor
+    mb_log_probs: Tensor
+    mb_advantages: Tensor
+    mb_returns: Tensor
+    mb_values: Tensor
+    stat_sum: Tensor
+    epoch_kl: Tensor
+
+
+def _make_optimizer(params: list[torch.nn.Parameter], config: PPOConfig, device: torch.device) -> torch.optim.Adam:
+    if config.fused_adam:
+        try:
+            return torch.optim.Adam(params, lr=config.learning_rate, eps=config.adam_eps, fused=True)
+        except (RuntimeError, TypeError, ValueError):
+            pass  # this device/dtype has no fused kernel: fall back to the foreach implementation
+    return torch.optim.Adam(params, lr=config.learning_rate, eps=config.adam_eps,
+                            foreach=device.type != "cpu" or None)
+
+
+class PPOLearner:
+    """Owns the policy, its optimizer and the PPO update.
+
+    ``obs_layout`` (e.g. ``sim.ObsLayout.metadata()``) is stored in checkpoints so a checkpoint is
+    never loaded against a different observation layout. Under an initialized process group the
+    parameters are broadcast from rank 0 at construction and gradients are averaged over ranks in
+    every minibatch; all ranks must call :meth:`update` with batches of the same shape.
+    """
+
+    def __init__(self, config: PPOConfig, obs_dim: int, action_spec: ActionSpec,
+                 device: torch.device | str = "cpu", obs_layout: dict[str, Any] | None = None) -> None:
+        if not isinstance(config, PPOConfig):
+            raise ValueError(f"config must be a PPOConfig, got {type(config).__name__}")
+        if obs_layout is not None and not isinstance(obs_layout, dict):
+            raise ValueError(f"obs_layout must be a dict (ObsLayout.metadata()) or None, got {type(obs_layout).__name__}")
+        if obs_layout is not None and "size" in obs_layout and obs_layout["size"] != obs_dim:
+            raise ValueError(f"obs_layout describes {obs_layout['size']} components but obs_dim is {obs_dim}")
+        self.config = config
+        self.device = torch.device(device)
+        self.obs_layout = obs_layout
+        self.action_spec = action_spec
+        # Seeded initialization without disturbing the caller's global RNG stream.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(config.seed)
+            policy = ActorCritic(obs_dim, action_spec, config.hidden_sizes, config.activation,
+                                 config.normalize_obs, config.obs_norm_clip)
+        self.policy = policy.to(self.device)
+        broadcast_module(self.policy)
+        self._params = [p for p in self.policy.parameters() if p.requires_grad]
+        self.optimizer = _make_optimizer(self._params, config, self.device)
+        self._reducer = GradientAllReducer(self._params)
+        self._generator = torch.Generator(device=self.device)
+        self._generator.manual_seed(config.seed * 7919 + rank())
+        self.policy_version = 0
+        self._workspace: _Workspace | None = None
+        self._workspace_key: tuple[int, ...] | None = None
+        self._loss_fn = torch.compile(self._minibatch_loss) if config.compile else self._minibatch_loss
+
+    # ------------------------------------------------------------------ schedule
+    def learning_rate_at(self, policy_version: int) -> float:
+        """Learning rate used by the update that produces version ``policy_version + 1``."""
+        if not self.config.anneal_lr:
+            return self.config.learning_rate
+        frac = max(1.0 - policy_version / self.config.total_updates, 0.0)
+        return self.config.learning_rate * frac
+
+    # ------------------------------------------------------------------ internals
+    def _get_workspace(self, batch: RolloutBatch) -> _Workspace:
+        t, b, d = batch.obs.shape
+        a = batch.actions.shape[-1]
+        n = t * b
+        if n % self.config.num_minibatches != 0:
+            raise ValueError(
+                f"batch size T*B = {n} must be divisible by num_minibatches = {self.config.num_minibatches}"
+            )
+        key = (t, b, d, a)
+        if self._workspace is None or self._workspace_key != key:
+            m = n // self.config.num_minibatches
+            dev = self.device
+            f32 = dict(device=dev, dtype=torch.float32)
+            self._workspace = _Workspace(
+                advantages=torch.zeros(t, b, **f32), returns=torch.zeros(t, b, **f32),
+                old_values=torch.zeros(t, b, **f32),
+                perm=torch.zeros(n, device=dev, dtype=torch.int64),
+                mb_obs=torch.zeros(m, d, **f32),
+                mb_actions=torch.zeros(m, a, device=dev, dtype=batch.actions.dtype),
+                mb_log_probs=torch.zeros(m, **f32), mb_advantages=torch.zeros(m, **f32),
+                mb_returns=torch.zeros(m, **f32), mb_values=torch.zeros(m, **f32),
+                stat_sum=torch.zeros(len(_STAT_NAMES), **f32), epoch_kl=torch.zeros((), **f32),
+            )
+            self._workspace_key = key
+        return self._workspace
+
+    def _autocast(self) -> contextlib.AbstractContextManager[Any]:
+        if self.config.bf16 and self.device.type == "cuda":
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def _minibatch_loss(self, obs: Tensor, actions: Tensor, old_log_probs: Tensor, advantages: Tensor,
+                        returns: Tensor, old_values: Tensor) -> tuple[Tensor, Tensor]:
+        cfg = self.config
+        with self._autocast():
+            new_log_probs, entropy, new_values = self.policy.evaluate(obs, actions)
+        log_ratio = new_log_probs.float() - old_log_probs
+        ratio = log_ratio.exp()
+        if cfg.normalize_advantages:
+            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        pg_loss = torch.maximum(-advantages * ratio,
+                                -advantages * ratio.clamp(1.0 - cfg.clip_coef, 1.0 + cfg.clip_coef)).mean()
+        new_values = new_values.float()
+        if cfg.clip_value_loss:
+            clipped = old_values + (new_values - old_values).clamp(-cfg.value_clip_coef, cfg.value_clip_coef)
+            v_loss = 0.5 * torch.maximum((new_values - returns) ** 2, (clipped - returns) ** 2).mean()
+        else:
+            v_loss = 0.5 * ((new_values - returns) ** 2).mean()
+        ent = entropy.float().mean()
+        loss = pg_loss - cfg.entropy_coef * ent + cfg.value_coef * v_loss
+        r = ratio.detach()
+        approx_kl = ((r - 1.0) - log_ratio.detach()).mean()
+        clip_fraction = ((r - 1.0).abs() > cfg.clip_coef).float().mean()
+        stats = torch.stack([pg_loss.detach(), v_loss.detach(), ent.detach(), approx_kl, clip_fraction])
+        return loss, stats
+
+    @torch.no_grad()
+    def _targets(self, batch: RolloutBatch, ws: _Workspace) -> None:
+        cfg = self.config
+        values = batch.values.float()
+        if cfg.use_vtrace:
+            t, b, d = batch.obs.shape
+            with self._autocast():
+                cur_log_probs, _, cur_values = self.policy.evaluate(
+                    batch.obs.reshape(t * b, d), batch.actions.reshape(t * b, -1))
+            cur_values = cur_values.float().view(t, b)
+            log_rhos = cur_log_probs.float().view(t, b) - batch.log_probs.float()
+            # States inside the chunk are re-valued by the current critic; the boundary values
+            # (final observations and the observation after the chunk) are not in the batch, so
+            # their behaviour values stand in.
+            vs, pg_adv = compute_vtrace(
+                log_rhos, batch.rewards.float(), cur_values, batch.terminated, batch.truncated,
+                batch.bootstrap_values.float(), batch.next_values.float(), cfg.gamma, cfg.gae_lambda,
+                cfg.vtrace_rho_clip, cfg.vtrace_c_clip)
+            ws.advantages.copy_(pg_adv)
+            ws.returns.copy_(vs)
+            ws.old_values.copy_(cur_values)
+        else:
+            compute_gae(batch.rewards.float(), values, batch.terminated, batch.truncated,
+                        batch.bootstrap_values.float(), batch.next_values.float(), cfg.gamma,
+                        cfg.gae_lambda, out=ws.advantages)
+            torch.add(ws.advantages, values, out=ws.returns)
+            ws.old_values.copy_(values)
+
+    # ------------------------------------------------------------------ public API
+    def update(self, batch: RolloutBatch) -> dict[str, float]:
+        """One PPO update on ``batch``; bumps :attr:`policy_version` and returns statistics.
+
+        Keys: ``loss_policy``, ``loss_value``, ``entropy``, ``approx_kl``, ``clip_fraction``,
+        ``grad_norm`` (minibatch means over the epochs run), ``explained_variance``,
+        ``learning_rate``, ``epochs``, ``policy_lag_mean``, ``policy_lag_max``, ``value_mean``,
+        ``return_mean``, ``advantage_std``, ``samples`` and ``policy_version``.
+        """
+        if not isinstance(batch, RolloutBatch):
+            raise ValueError(f"batch must be a RolloutBatch, got {type(batch).__name__}")
+        if batch.device != self.device:
+            batch = batch.to(self.device, non_blocking=True)
+        batch.validate(self.policy.obs_dim, self.action_spec.dim)
+        if self.action_spec.is_discrete and batch.actions.dtype != torch.int64:
+            raise ValueError(f"actions must be int64 for a {self.action_spec.kind} policy, got {batch.actions.dtype}")
+        cfg = self.config
+        lr = self.learning_rate_at(self.policy_version)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        ws = self._get_workspace(batch)
+        t, b, d = batch.obs.shape
+        n = t * b
+        m = n // cfg.num_minibatches
+        if cfg.normalize_obs and cfg.update_obs_norm:
+            self.policy.update_obs_norm(batch.obs)
+        self._targets(batch, ws)
+
+        flat_obs = batch.obs.reshape(n, d)
+        flat_actions = batch.actions.reshape(n, -1)
+        flat_log_probs = batch.log_probs.reshape(n)
+        flat_adv, flat_ret, flat_val = ws.advantages.view(n), ws.returns.view(n), ws.old_values.view(n)
+        obs_f32 = flat_obs.dtype == torch.float32
+        lp_f32 = flat_log_probs.dtype == torch.float32
+        ws.stat_sum.zero_()
+        epochs_run = 0
+        for _epoch in range(cfg.update_epochs):
+            torch.randperm(n, generator=self._generator, out=ws.perm)
+            ws.epoch_kl.zero_()
+            for i in range(cfg.num_minibatches):
+                idx = ws.perm[i * m:(i + 1) * m]
+                if obs_f32:
+                    torch.index_select(flat_obs, 0, idx, out=ws.mb_obs)
+                else:
+                    ws.mb_obs.copy_(flat_obs.index_select(0, idx))
+                torch.index_select(flat_actions, 0, idx, out=ws.mb_actions)
+                if lp_f32:
+                    torch.index_select(flat_log_probs, 0, idx, out=ws.mb_log_probs)
+                else:
+                    ws.mb_log_probs.copy_(flat_log_probs.index_select(0, idx))
+                torch.index_select(flat_adv, 0, idx, out=ws.mb_advantages)
+                torch.index_select(flat_ret, 0, idx, out=ws.mb_returns)
+                torch.index_select(flat_val, 0, idx, out=ws.mb_values)
+                loss, stats = self._loss_fn(ws.mb_obs, ws.mb_actions, ws.mb_log_probs,
+                                            ws.mb_advantages, ws.mb_returns, ws.mb_values)
+                self.optimizer.zero_grad(set_to_none=False)
+                loss.backward()
+                self._reducer.all_reduce()
+                grad_norm = torch.nn.utils.clip_grad_norm_(self._params, cfg.max_grad_norm)
+                self.optimizer.step()
+                ws.stat_sum[:5].add_(stats)
+                ws.stat_sum[5].add_(grad_norm)
+                ws.epoch_kl.add_(stats[3])
+            epochs_run += 1
+            if cfg.target_kl is not None:
+                # All ranks must agree on stopping, or their collectives would fall out of step.
+                kl = all_reduce_mean_(ws.epoch_kl.clone()).item() / cfg.num_minibatches
+                if kl > cfg.target_kl:
+                    break
+        self.policy_version += 1
+
+        with torch.no_grad():
+            values = batch.values.float()
+            var_ret = ws.returns.var()
+            explained = torch.where(var_ret > 0, 1.0 - (ws.returns - values).var() / var_ret,
+                                    torch.full_like(var_ret, float("nan")))
+            lag = (self.policy_version - 1 - batch.policy_versions).float()
+            tail = torch.stack([explained, lag.mean(), lag.max(), values.mean(), ws.returns.mean(),
+                                ws.advantages.std()])
+            summary = torch.cat([ws.stat_sum / (epochs_run * cfg.num_minibatches), tail]).tolist()
+        out = dict(zip(_STAT_NAMES, summary[:len(_STAT_NAMES)], strict=True))
+        out.update(zip(("explained_variance", "policy_lag_mean", "policy_lag_max", "value_mean",
+                        "return_mean", "advantage_std"), summary[len(_STAT_NAMES):], strict=True))
+        out.update(learning_rate=lr, epochs=float(epochs_run), samples=float(n),
+                   policy_version=float(self.policy_version))
+        return out
