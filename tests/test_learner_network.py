@@ -53,7 +53,7 @@ def test_fresh_policy_is_near_uniform_and_samples_match_probabilities():
     spec = ActionSpec("multi_discrete", nvec=(3, 3, 2))
     net = ActorCritic(5, spec, hidden_sizes=(16,))
     obs = torch.randn(1, 5).expand(20000, 5)
-    actions, log_prob, _ = net.act(obs)
+    actions, _, _ = net.act(obs)
     # Policy head gain 0.01: every component close to uniform, entropy close to the maximum.
     with torch.no_grad():
         _, entropy, _ = net.evaluate(obs[:1], actions[:1])
@@ -90,10 +90,10 @@ def test_gaussian_log_prob_matches_torch_distributions():
 
 def test_orthogonal_init():
     net = ActorCritic(6, ActionSpec("discrete", nvec=(2,)), hidden_sizes=(32, 32))
-    w = net.actor[0].weight  # [32, 6]: columns orthogonal with norm sqrt(2)
+    w = net.actor[0].weight.detach()  # [32, 6]: columns orthogonal with norm sqrt(2)
     torch.testing.assert_close(w.T @ w, 2.0 * torch.eye(6), atol=1e-5, rtol=1e-5)
-    assert float(net.actor[-1].weight.norm(dim=1).max()) <= 0.0101
-    assert float(net.critic[0].bias.abs().max()) == 0.0
+    assert net.actor[-1].weight.detach().norm(dim=1).max().item() <= 0.0101
+    assert net.critic[0].bias.detach().abs().max().item() == 0.0
 
 
 def test_running_norm_matches_numpy_and_is_saved():
