@@ -1,0 +1,75 @@
+"""A neural policy flying one side: wraps the learner's :class:`learner.ActorCritic`.
+
+Any module with the same ``act(obs, deterministic) -> (actions, log_prob, value)`` signature
+plugs in. The wrapper adds the batch contract of :class:`agents.BaseAgent` and keeps the last
+log-probabilities and values, which actors store with the rollout.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+
+from agents.base import BaseAgent
+
+
+class PolicyNetwork(Protocol):
+    """What :class:`PolicyAgent` needs from a network (``learner.ActorCritic`` fits)."""
+
+    def act(self, obs: torch.Tensor, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(actions [B, A], log_prob [B], value [B])`` for ``obs [B, D]``."""
+        ...
+
+
+class PolicyAgent(BaseAgent):
+    """Acts with a policy network; stateless across steps (the network is feed-forward).
+
+    Args:
+        policy: an ``ActorCritic`` (or any ``torch.nn.Module`` with its ``act`` signature).
+        num_envs: batch size N of the observations it will see.
+        deterministic: take the most likely action instead of sampling.
+    """
+
+    def __init__(self, policy: torch.nn.Module, num_envs: int, deterministic: bool = False):
+        if not callable(getattr(policy, "act", None)):
+            raise ValueError(f"policy must have an act(obs, deterministic) method, got {type(policy).__name__}")
+        param = next(iter(policy.parameters()), None) if isinstance(policy, torch.nn.Module) else None
+        device = param.device if param is not None else torch.device("cpu")
+        spec = getattr(policy, "action_spec", None)
+        action_mode = "continuous" if getattr(spec, "kind", "") == "continuous" else "discrete"
+        super().__init__(num_envs, device, action_mode)
+        self.policy = policy
+        self.deterministic = deterministic
+        self.obs_dim: int | None = getattr(policy, "obs_dim", None)
+        self.last_log_prob: torch.Tensor | None = None
+        self.last_value: torch.Tensor | None = None
+        self.training = bool(getattr(policy, "training", False))
+
+    def act(self, obs: torch.Tensor) -> torch.Tensor:
+        """Actions ``[N, A]`` from the network; log-probs and values kept in ``last_*``."""
+        self._check_obs(obs, self.obs_dim)
+        if obs.device != self.device:
+            raise ValueError(f"obs must be on {self.device}, got {obs.device}")
+        with torch.no_grad():
+            actions, log_prob, value = self.policy.act(obs, deterministic=self.deterministic)
+        self.last_log_prob, self.last_value = log_prob, value
+        return actions
+
+    def to(self, device: torch.device | str) -> PolicyAgent:
+        """Move the network (and the agent) to ``device``."""
+        self.policy.to(device)
+        super().to(device)
+        return self
+
+    def train(self) -> PolicyAgent:
+        """Put the network in training mode."""
+        self.policy.train()
+        super().train()
+        return self
+
+    def eval(self) -> PolicyAgent:
+        """Put the network in evaluation mode."""
+        self.policy.eval()
+        super().eval()
+        return self
