@@ -1,0 +1,17 @@
+"""What the learning side is rewarded for: the reward interface, presets and the registry."""
+
+from rewards.base import BaseReward, StepInfo, WeightedSum
+from rewards.presets import OutcomeReward, ShapedConfig, ShapedReward, ZeroReward
+from rewards.registry import PRESETS, make_reward
+
+__all__ = [
+    "PRESETS",
+    "BaseReward",
+    "OutcomeReward",
+    "ShapedConfig",
+    "ShapedReward",
+    "StepInfo",
+    "WeightedSum",
+    "ZeroReward",
+    "make_reward",
+]

@@ -1,0 +1,89 @@
+"""Reward presets: ``zero``, ``outcome`` and ``shaped``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from rewards.base import BaseReward, StepInfo, check_inputs
+from sim.layout import ObsLayout
+
+
+class ZeroReward(BaseReward):
+    """Always 0 (for exploration experiments, or as a neutral term in a sum)."""
+
+    def compute(self, obs_before, obs_after, action, done, info: StepInfo) -> torch.Tensor:
+        """Zeros ``[N]``."""
+        n = check_inputs(obs_before, obs_after, action, done, info)
+        return torch.zeros(n, dtype=torch.float32, device=obs_before.device)
+
+
+class OutcomeReward(BaseReward):
+    """The environment's own reward: +1 win, −1 loss, 0 draw, on the terminating step only."""
+
+    def compute(self, obs_before, obs_after, action, done, info: StepInfo) -> torch.Tensor:
+        """``info["reward"]`` as float32."""
+        check_inputs(obs_before, obs_after, action, done, info)
+        return info["reward"].to(torch.float32)
+
+
+@dataclass(frozen=True)
+class ShapedConfig:
+    """Weights of the ``shaped`` reward. Defaults keep every dense term's whole-episode total
+    far below the outcome's ±1: at most 0.12 (aim) + 0.085 (closing) + 0.06 (launches)."""
+
+    outcome_weight: float = 1.0
+    """Weight of the environment's outcome reward."""
+    aim_weight: float = 0.0002
+    """Per decision step, times the cosine of the enemy's bearing off the nose (−1..1): a hint
+    to point at the enemy. 600 steps give at most ±0.12."""
+    closing_weight: float = 0.02
+    """Times the decrease of the range in units of 50 km: a potential-based term whose episode
+    total telescopes to ``closing_weight · (first range − last range) / 50 km``, bounded by the
+    arena's diagonal (≈ 4.2 units, i.e. ±0.085), so it cannot change the optimal policy."""
+    launch_cost: float = 0.01
+    """Subtracted per own launch: missiles are finite (6 launches cost 0.06)."""
+
+    def __post_init__(self) -> None:
+        for name in ("outcome_weight", "aim_weight", "closing_weight", "launch_cost"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+                raise ValueError(f"ShapedConfig.{name} must be a number, got {value!r}")
+
+
+class ShapedReward(BaseReward):
+    """Outcome plus small dense terms (weights in :class:`ShapedConfig`):
+
+    ``outcome_weight · outcome + aim_weight · cos(bearing after) + closing_weight · (range
+    before − range after) − launch_cost · launches``, ranges in observation units (50 km).
+    """
+
+    def __init__(
+        self,
+        device: torch.device | str = "cpu",
+        config: ShapedConfig | None = None,
+        layout: ObsLayout | None = None,
+    ):
+        super().__init__(device)
+        self.config = config if config is not None else ShapedConfig()
+        # The enemy block's offsets do not depend on the missile counts, so any layout works.
+        layout = layout if layout is not None else ObsLayout(1, 1)
+        self.i_range = layout.index("enemy.range")
+        self.i_bearing_cos = layout.index("enemy.bearing_cos")
+        self.i_own_alive = layout.index("own.alive")
+
+    def dense(self, obs_before, obs_after, action, done, info: StepInfo) -> torch.Tensor:
+        """The dense terms alone ``[N]`` (no outcome)."""
+        check_inputs(obs_before, obs_after, action, done, info)
+        cfg = self.config
+        alive = obs_after[:, self.i_own_alive].float()
+        aim = cfg.aim_weight * obs_after[:, self.i_bearing_cos].float() * alive
+        closing = cfg.closing_weight * (obs_before[:, self.i_range] - obs_after[:, self.i_range]).float()
+        launches = cfg.launch_cost * info["launches"].float()
+        return aim + closing - launches
+
+    def compute(self, obs_before, obs_after, action, done, info: StepInfo) -> torch.Tensor:
+        """Outcome plus the dense terms."""
+        dense = self.dense(obs_before, obs_after, action, done, info)
+        return self.config.outcome_weight * info["reward"].float() + dense
