@@ -1,0 +1,303 @@
+"""Evaluation: who is better, with confidence intervals and a fitted rating.
+
+``python -m pipeline.evaluate --agent A --opponents straight,pursuit,shooter,crank --episodes 1000``
+plays ``A`` against each opponent and prints win / draw / loss rates with Wilson 95% intervals
+and the mean episode length; ``--round-robin A,B,C`` plays every pair and rates all entrants by a
+maximum-likelihood Bradley–Terry (Elo) fit. An entrant is a scripted name, a checkpoint path or
+an import path ``package.module:ClassName`` (see :func:`agents.make_agent`).
+
+Fairness and determinism: a match of ``E`` episodes draws ``ceil(E / 2)`` starts from the
+seeded scenario generator and plays each start twice, once with the agent as red and once as
+blue, so neither side's spawn draw favours anyone. Every environment plays exactly its first
+episode; all of them run batched (``--batch`` environments per simulator). Simulator seeds
+derive from ``--seed`` and the batch number only, so the same command gives the same table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from agents import BaseAgent, make_agent
+from sim import BatchedSim, SimConfig
+from sim.kernels import END_REASONS
+
+Z95 = 1.959963984540054
+"""Two-sided 95% normal quantile."""
+
+
+def wilson_interval(successes: float, trials: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval for a binomial proportion; (0, 1) when there are no trials."""
+    if trials <= 0:
+        return 0.0, 1.0
+    p = successes / trials
+    denom = 1 + z * z / trials
+    centre = (p + z * z / (2 * trials)) / denom
+    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+@dataclass
+class MatchStats:
+    """Outcome counts of one agent against one opponent, from the agent's point of view."""
+
+    agent: str
+    opponent: str
+    episodes: int = 0
+    wins: int = 0
+    draws: int = 0
+    losses: int = 0
+    total_length_steps: int = 0
+    end_reasons: dict[str, int] = field(default_factory=lambda: dict.fromkeys(END_REASONS[1:], 0))
+
+    @property
+    def mean_length_steps(self) -> float:
+        """Mean episode length in decision steps."""
+        return self.total_length_steps / max(self.episodes, 1)
+
+    def summary(self, decision_dt_s: float) -> dict:
+        """Plain dict with rates, Wilson 95% intervals and lengths (for JSON)."""
+        out = asdict(self)
+        for key, k in (("win", self.wins), ("draw", self.draws), ("loss", self.losses)):
+            out[f"{key}_rate"] = k / max(self.episodes, 1)
+            out[f"{key}_ci95"] = list(wilson_interval(k, self.episodes))
+        out["mean_length_steps"] = self.mean_length_steps
+        out["mean_length_s"] = self.mean_length_steps * decision_dt_s
+        return out
+
+
+def play_first_episodes(sim: BatchedSim, red: BaseAgent, blue: BaseAgent) -> dict[str, torch.Tensor]:
+    """Run every environment of ``sim`` to the end of its first episode, red and blue flown by
+    the given agents. Returns CPU tensors ``winner``, ``length_steps``, ``end_reason`` ``[N]``."""
+    n, dev = sim.num_envs, sim.device
+    for who, agent in (("red", red), ("blue", blue)):
+        if agent.num_envs != n:
+            raise ValueError(f"{who} agent has num_envs={agent.num_envs}, the simulator {n}")
+    winner = torch.full((n,), -1, dtype=torch.int64, device=dev)
+    length = torch.zeros(n, dtype=torch.int64, device=dev)
+    reason = torch.zeros(n, dtype=torch.int64, device=dev)
+    finished = torch.zeros(n, dtype=torch.bool, device=dev)
+    obs = sim.reset()
+    everyone = torch.ones(n, dtype=torch.bool, device=dev)
+    red.reset(everyone)
+    blue.reset(everyone)
+    for _ in range(sim.config.max_decisions + 1):
+        actions = torch.stack([red.act(obs[:, 0]), blue.act(obs[:, 1])], dim=1)
+        out = sim.step(actions)
+        first = out.done & ~finished
+        winner = torch.where(first, out.winner, winner)
+        length = torch.where(first, out.episode_steps, length)
+        reason = torch.where(first, out.end_reason, reason)
+        finished |= out.done
+        red.reset(out.done)
+        blue.reset(out.done)
+        obs = out.obs
+        if bool(finished.all()):  # one host read per decision: fine outside the training loop
+            break
+    sim.check_errors()
+    if not bool(finished.all()):
+        raise RuntimeError("some episodes did not end within the time limit; the simulator is broken")
+    return {"winner": winner.cpu(), "length_steps": length.cpu(), "end_reason": reason.cpu()}
+
+
+def play_match(
+    agent: str,
+    opponent: str,
+    episodes: int,
+    sim_config: SimConfig,
+    seed: int = 0,
+    device: str = "cpu",
+    batch: int = 1024,
+) -> MatchStats:
+    """``agent`` against ``opponent`` over ``episodes`` episodes (rounded up to even): each of
+    ``ceil(episodes / 2)`` seeded starts is played with the agent as red and as blue."""
+    if episodes < 1:
+        raise ValueError(f"episodes must be >= 1, got {episodes}")
+    if batch < 1:
+        raise ValueError(f"batch must be >= 1, got {batch}")
+    stats = MatchStats(agent, opponent)
+    starts = (episodes + 1) // 2
+    for b, first in enumerate(range(0, starts, batch)):
+        n = min(batch, starts - first)
+        for agent_side in (0, 1):
+            # Same seed for both orientations: identical starts, sides swapped.
+            sim = BatchedSim(n, sim_config, device=device, seed=seed * 100_003 + b)
+            specs = (agent, opponent) if agent_side == 0 else (opponent, agent)
+            flyers = [
+                make_agent(s, n, sim.layout, device, seed=seed * 2 + side, sim_config=sim_config).eval()
+                for side, s in enumerate(specs)
+            ]
+            res = play_first_episodes(sim, flyers[0], flyers[1])
+            w = res["winner"]
+            stats.episodes += n
+            stats.wins += int((w == agent_side).sum())
+            stats.losses += int((w == 1 - agent_side).sum())
+            stats.draws += int((w == 2).sum())
+            stats.total_length_steps += int(res["length_steps"].sum())
+            counts = torch.bincount(res["end_reason"], minlength=len(END_REASONS))
+            for i, name in enumerate(END_REASONS[1:], start=1):
+                stats.end_reasons[name] += int(counts[i])
+    return stats
+
+
+def bradley_terry(
+    names: list[str], matches: list[MatchStats], iterations: int = 10_000, tol: float = 1e-10
+) -> dict[str, dict[str, float]]:
+    """Maximum-likelihood Bradley–Terry ratings on the Elo scale from all match results.
+
+    Draws count as half a win for each side. A prior of one virtual draw per pair that played
+    keeps ratings finite when an entrant wins every game. Solved by the MM iterations of Hunter
+    (2004), ``γ_i ← W_i / Σ_j n_ij / (γ_i + γ_j)``; ratings are ``400·log10(γ)`` shifted so
+    their mean is 1500. Standard errors come from the inverse Fisher information.
+    """
+    index = {n: i for i, n in enumerate(names)}
+    k = len(names)
+    wins = torch.zeros(k, k, dtype=torch.float64)  # wins[i, j]: points of i against j
+    games = torch.zeros(k, k, dtype=torch.float64)
+    for m in matches:
+        i, j = index[m.agent], index[m.opponent]
+        wins[i, j] += m.wins + 0.5 * m.draws
+        wins[j, i] += m.losses + 0.5 * m.draws
+        games[i, j] += m.episodes
+        games[j, i] += m.episodes
+    played = games > 0
+    wins += 0.5 * played
+    games += 1.0 * played
+    total = wins.sum(1)
+    gamma = torch.ones(k, dtype=torch.float64)
+    for _ in range(iterations):
+        denom = (games / (gamma[:, None] + gamma[None, :])).sum(1)
+        new = torch.where(denom > 0, total / denom.clamp_min(1e-300), gamma)
+        new = new / torch.exp(torch.log(new).mean())
+        done = bool((torch.log(new) - torch.log(gamma)).abs().max() < tol)
+        gamma = new
+        if done:
+            break
+    theta = torch.log(gamma)
+    p = torch.sigmoid(theta[:, None] - theta[None, :])
+    info = -games * p * (1 - p)
+    info.diagonal().copy_(-info.sum(1))
+    cov = torch.linalg.pinv(info)  # the null direction (a common shift) is the anchor's freedom
+    scale = 400 / math.log(10)
+    ratings = scale * theta
+    ratings = ratings - ratings.mean() + 1500
+    stderr = scale * cov.diagonal().clamp_min(0).sqrt()
+    return {n: {"elo": float(ratings[i]), "stderr": float(stderr[i])} for i, n in enumerate(names)}
+
+
+def _split(text: str) -> list[str]:
+    items = [s.strip() for s in text.split(",") if s.strip()]
+    if not items:
+        raise ValueError(f"expected a comma-separated list, got {text!r}")
+    return items
+
+
+def _fmt_rate(k: int, n: int) -> str:
+    lo, hi = wilson_interval(k, n)
+    return f"{k / max(n, 1):6.1%} [{lo:5.1%},{hi:6.1%}]"
+
+
+def format_table(stats: list[MatchStats], decision_dt_s: float) -> str:
+    """The win / draw / loss table as text (one row per match)."""
+    head = f"{'agent':<14} {'opponent':<14} {'n':>6}  {'win [95% CI]':<22} {'draw [95% CI]':<22} {'loss [95% CI]':<22} {'mean len':>9}"
+    rows = [head, "-" * len(head)]
+    for s in stats:
+        rows.append(
+            f"{s.agent:<14.14} {s.opponent:<14.14} {s.episodes:>6}  {_fmt_rate(s.wins, s.episodes):<22} "
+            f"{_fmt_rate(s.draws, s.episodes):<22} {_fmt_rate(s.losses, s.episodes):<22} "
+            f"{s.mean_length_steps * decision_dt_s:>8.1f}s"
+        )
+    return "\n".join(rows)
+
+
+def format_ratings(ratings: dict[str, dict[str, float]]) -> str:
+    """The fitted ratings as text, best first."""
+    rows = [f"{'entrant':<24} {'elo':>7} {'± s.e.':>7}", "-" * 40]
+    for name, r in sorted(ratings.items(), key=lambda kv: -kv[1]["elo"]):
+        rows.append(f"{name:<24.24} {r['elo']:>7.0f} {r['stderr']:>7.0f}")
+    return "\n".join(rows)
+
+
+def write_json_atomic(path: str | Path, payload: dict) -> None:
+    """Write ``payload`` as JSON: temp file in the same folder, fsync, rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(payload, f, indent=2)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m pipeline.evaluate``."""
+    p = argparse.ArgumentParser(prog="python -m pipeline.evaluate", description=__doc__.split("\n\n")[0])
+    p.add_argument("--agent", help="agent under test: scripted name, checkpoint path or module:Class")
+    p.add_argument("--opponents", default="straight,pursuit,shooter,crank", help="comma-separated opponents")
+    p.add_argument("--round-robin", metavar="A,B,C", help="play every pair and fit Bradley–Terry ratings")
+    p.add_argument("--episodes", type=int, default=1000, help="episodes per match (rounded up to even)")
+    p.add_argument("--scenario", choices=("random", "head_on"), default="random")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--batch", type=int, default=1024, help="environments per simulator batch")
+    p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    return p
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Run the evaluation described by ``argv``; prints the table and returns the JSON payload."""
+    args = build_parser().parse_args(argv)
+    if (args.agent is None) == (args.round_robin is None):
+        raise SystemExit("give exactly one of --agent or --round-robin")
+    if args.episodes < 1:
+        raise SystemExit(f"--episodes must be >= 1, got {args.episodes}")
+    torch.set_grad_enabled(False)
+    sim_config = SimConfig(scenario=args.scenario)
+    dt = sim_config.decision_dt_s
+    common = {"sim_config": sim_config, "seed": args.seed, "device": args.device, "batch": args.batch}
+    payload: dict = {
+        "episodes_per_match": args.episodes, "scenario": args.scenario, "seed": args.seed,
+        "sides": "each start played twice, agent as red and as blue",
+    }
+    if args.round_robin is not None:
+        names = _split(args.round_robin)
+        if len(set(names)) != len(names) or len(names) < 2:
+            raise SystemExit(f"--round-robin needs at least 2 distinct entrants, got {names}")
+        stats = [
+            play_match(a, b, args.episodes, **common)
+            for i, a in enumerate(names) for b in names[i + 1:]
+        ]
+        ratings = bradley_terry(names, stats)
+        print(format_table(stats, dt))
+        print()
+        print(format_ratings(ratings))
+        payload.update(entrants=names, ratings=ratings)
+    else:
+        stats = [play_match(args.agent, o, args.episodes, **common) for o in _split(args.opponents)]
+        print(format_table(stats, dt))
+        payload["agent"] = args.agent
+    payload["matches"] = [s.summary(dt) for s in stats]
+    if args.json:
+        write_json_atomic(args.json, payload)
+        print(f"wrote {args.json}")
+    return payload
+
+
+if __name__ == "__main__":
+    try:
+        main(sys.argv[1:])
+    except ValueError as exc:  # bad entrant specs and the like: a clear message, no traceback
+        raise SystemExit(f"error: {exc}") from None
