@@ -92,6 +92,7 @@ def atomic_write_text(path: Path, text: str) -> None:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(path.parent / Path(tmp).name, 0o644)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -101,7 +102,8 @@ def atomic_write_text(path: Path, text: str) -> None:
 class ProfileSession:
     """Record ``iterations`` learner iterations after ``warmup`` ones, then write the trace.
 
-    Call :meth:`step` once at the end of every learner iteration; recording starts with the
+    Construct it in the main thread (the profiler's one-off initialisation runs there), then
+    call :meth:`step` once at the end of every learner iteration; recording starts with the
     first call after construction (``warmup`` iterations are skipped first), and after
     ``iterations`` recorded ones the trace is written to ``run_dir/trace_name``, the overlap
     report to ``run_dir/<trace stem>.overlap.json``, and ``metrics.set_overlap_ratio`` is set.
@@ -142,6 +144,13 @@ class ProfileSession:
         self._done = False
         if warmup == 0:
             self._start()
+        else:
+            # Kineto must first start in the thread that registers its client; a profiler first
+            # started from a worker thread (the learner's) fails with "External init callback
+            # must run in same thread as registerClient". An empty session here does the
+            # one-off initialisation in the constructing thread.
+            with profile(activities=profiler_activities()):
+                pass
 
     @property
     def recording(self) -> bool:
