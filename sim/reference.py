@@ -3,8 +3,9 @@
 This is the oracle the batched simulator is checked against. It follows ``sim.md`` and
 ``sim/RULES.md`` line by line, favouring the obvious reading over speed: every physics step is
 written out in the order RULES.md gives (launch, guidance, integration, clocks, hits, arena,
-destruction, missile loss, outcome), and the observation is built field by field from the layout
-in ``sim/layout.py``. There is no auto-reset: the caller resets after ``done``.
+destruction, missile loss, outcome); the observation is built field by field from the layout
+in ``sim/layout.py`` by ``sim/reference_obs.py``. There is no auto-reset: the caller resets after
+``done``.
 """
 
 from __future__ import annotations
@@ -15,15 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sim.config import AeroParams, SimConfig
-from sim.layout import (
-    CLOSING_SCALE_MPS,
-    MISSILE_SPEED_SCALE_MPS,
-    NORM_EPS,
-    OBS_CLIP,
-    RANGE_SCALE_M,
-    SPEED_SCALE_MPS,
-    ObsLayout,
-)
+from sim.layout import ObsLayout
+from sim.reference_obs import observe_side
 from sim.scenarios import InitialConditions
 
 WINNER_NONE, WINNER_RED, WINNER_BLUE, WINNER_DRAW = -1, 0, 1, 2
@@ -360,82 +354,8 @@ class ReferenceSim:
         """Both sides' observations of the current state (``layout.size`` floats each)."""
         if not self._started:
             raise RuntimeError("ReferenceSim.observe called before reset")
-        return [self._observe_side(0), self._observe_side(1)]
-
-    def _observe_side(self, side: int) -> list[float]:
-        """The egocentric observation of one side, exactly as ``sim/layout.py`` describes it."""
-        cfg = self.config
-        o, e = self.fighters[side], self.fighters[1 - side]
-        burn, mpf = cfg.burn_steps, cfg.missiles_per_fighter
-        o_speed = _norm(o.vel[0], o.vel[1])
-        inv = 1.0 / max(o_speed, NORM_EPS)
-        nx, ny = o.vel[0] * inv, o.vel[1] * inv  # body x axis; body y axis is (−ny, nx)
-
-        def body(dx: float, dy: float) -> tuple[float, float]:
-            return dx * nx + dy * ny, -dx * ny + dy * nx
-
-        ready = 1.0 if cfg.cooldown_steps == 0 else min(o.since_launch_steps / cfg.cooldown_steps, 1.0)
-        obs = [
-            o.pos[0] / cfg.arena_half_width_m, o.pos[1] / cfg.arena_half_width_m, nx, ny,
-            o_speed / SPEED_SCALE_MPS, o.missiles_left / mpf, ready, float(o.alive),
-            o.throttle, o.rudder,
+        f, m, steps = self.fighters, self.missiles, self.physics_steps
+        return [
+            observe_side(self.config, f[0], f[1], m[0], m[1], steps),
+            observe_side(self.config, f[1], f[0], m[1], m[0], steps),
         ]
-        # Enemy block.
-        rx, ry = e.pos[0] - o.pos[0], e.pos[1] - o.pos[1]
-        r = _norm(rx, ry)
-        rn = max(r, NORM_EPS)
-        e_speed = _norm(e.vel[0], e.vel[1])
-        e_inv = 1.0 / max(e_speed, NORM_EPS)
-        enx, eny = e.vel[0] * e_inv, e.vel[1] * e_inv
-        bx, by = body(rx / rn, ry / rn)
-        hx, hy = body(enx, eny)
-        closing = -(rx * (e.vel[0] - o.vel[0]) + ry * (e.vel[1] - o.vel[1])) / rn
-        nose_on = -(rx * enx + ry * eny) / rn
-        obs += [
-            float(e.alive), r / RANGE_SCALE_M, bx, by, hx, hy, e_speed / SPEED_SCALE_MPS,
-            closing / CLOSING_SCALE_MPS, e.missiles_left / mpf, nose_on,
-        ]
-        # Incoming: the enemy's active missiles, nearest to o first, ties by slot index.
-        incoming = []
-        for m in self.missiles[1 - side]:
-            if m.active:
-                dx, dy = o.pos[0] - m.pos[0], o.pos[1] - m.pos[1]
-                incoming.append((_norm(dx, dy), dx, dy, m))
-        incoming.sort(key=lambda t: t[0])  # stable: equal ranges keep slot order
-        for i in range(cfg.obs_incoming_missiles):
-            if i >= len(incoming):
-                obs += [0.0] * 9
-                continue
-            d, dx, dy, m = incoming[i]
-            dn = max(d, NORM_EPS)
-            m_speed = _norm(m.vel[0], m.vel[1])
-            m_inv = 1.0 / max(m_speed, NORM_EPS)
-            bcos, bsin = body(-dx / dn, -dy / dn)
-            hcos, hsin = body(m.vel[0] * m_inv, m.vel[1] * m_inv)
-            closing = -(dx * (o.vel[0] - m.vel[0]) + dy * (o.vel[1] - m.vel[1])) / dn
-            obs += [
-                1.0, d / RANGE_SCALE_M, bcos, bsin, hcos, hsin, m_speed / MISSILE_SPEED_SCALE_MPS,
-                closing / CLOSING_SCALE_MPS, float(m.flight_steps < burn),
-            ]
-        # Own missiles in flight, nearest to the enemy first, ties by slot index.
-        own = []
-        for m in self.missiles[side]:
-            if m.active:
-                qx, qy = e.pos[0] - m.pos[0], e.pos[1] - m.pos[1]
-                own.append((_norm(qx, qy), qx, qy, m))
-        own.sort(key=lambda t: t[0])
-        for i in range(cfg.obs_own_missiles):
-            if i >= len(own):
-                obs += [0.0] * 6
-                continue
-            q, qx, qy, m = own[i]
-            qn = max(q, NORM_EPS)
-            closing = -(qx * (e.vel[0] - m.vel[0]) + qy * (e.vel[1] - m.vel[1])) / qn
-            obs += [
-                1.0, q / RANGE_SCALE_M, _norm(m.vel[0], m.vel[1]) / MISSILE_SPEED_SCALE_MPS,
-                closing / CLOSING_SCALE_MPS,
-                m.flight_steps * cfg.dt_s / cfg.missile_max_flight_time_s,
-                float(m.flight_steps < burn),
-            ]
-        obs.append(max(1.0 - self.physics_steps * cfg.dt_s / cfg.max_time_s, 0.0))
-        return [min(max(v, -OBS_CLIP), OBS_CLIP) for v in obs]
