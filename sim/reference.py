@@ -160,8 +160,10 @@ class ReferenceSim:
             (ic.blue_pos, ic.blue_heading_rad, ic.blue_speed_mps),
         )
         for side, (pos, heading, speed) in enumerate(sides):
+            if len(pos) != 2:
+                raise ValueError(f"initial position of side {side} must be (x, y), got {pos!r}")
             values = (float(pos[0]), float(pos[1]), float(heading), float(speed))
-            if len(pos) != 2 or not all(math.isfinite(v) for v in values):
+            if not all(math.isfinite(v) for v in values):
                 raise ValueError(f"initial conditions of side {side} must be finite, got {ic!r}")
             self.fighters[side] = ReferenceFighter(
                 pos=[values[0], values[1]],

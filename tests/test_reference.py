@@ -278,9 +278,14 @@ def test_continuous_actions_are_clipped():
     assert out.launches == [1, 0]  # fire only when > 0.5
 
 
-def test_step_before_reset_raises():
+def test_step_before_reset_and_bad_initial_conditions_raise():
+    sim = ReferenceSim(SimConfig())
     with pytest.raises(RuntimeError, match="before reset"):
-        ReferenceSim(SimConfig()).step([STRAIGHT_FULL, STRAIGHT_FULL])
+        sim.step([STRAIGHT_FULL, STRAIGHT_FULL])
+    with pytest.raises(ValueError, match="side 1 must be finite"):
+        sim.reset(ic((0, 0), 0.0, 300.0, (float("nan"), 0), 0.0, 300.0))
+    with pytest.raises(ValueError, match=r"side 0 must be \(x, y\)"):
+        sim.reset(InitialConditions((0.0,), 0.0, 300.0, (0.0, 0.0), 0.0, 300.0))
 
 
 # ---------------------------------------------------------------- observations
