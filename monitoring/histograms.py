@@ -55,7 +55,8 @@ class _DevicePart:
     __slots__ = ("boundaries", "counts", "event", "value_sum")
 
     def __init__(self, bounds: tuple[float, ...], device: torch.device) -> None:
-        self.boundaries = torch.tensor(bounds, dtype=torch.float64, device=device)
+        # non_blocking: building the accumulators must not sync either.
+        self.boundaries = torch.tensor(bounds, dtype=torch.float64).to(device, non_blocking=True)
         self.counts = torch.zeros(len(bounds) + 1, dtype=torch.int64, device=device)
         self.value_sum = torch.zeros((), dtype=torch.float64, device=device)
         self.event = torch.cuda.Event() if device.type == "cuda" else None

@@ -1,0 +1,1 @@
+"""Grafana dashboard definition, generated JSON and provisioning files."""
