@@ -95,9 +95,15 @@ def make_agent(
             path = path / "latest.pt"
         if not path.is_file():
             raise ValueError(f"checkpoint {str(path)!r} does not exist")
-        from learner.checkpoint import load_policy  # the learner is only needed for checkpoints
+        # The learner is only needed for checkpoints.
+        from learner.checkpoint import load_policy
 
         policy = load_policy(path, device=device)
+        saved_layout = getattr(policy, "obs_layout", None)
+        if saved_layout is not None:
+            diff = ObsLayout.describe_difference(saved_layout, layout.metadata())
+            if diff is not None:
+                raise ValueError(f"checkpoint {str(path)!r} was trained on another observation layout: {diff}")
         policy_dim = getattr(policy, "obs_dim", layout.size)
         if policy_dim != layout.size:
             raise ValueError(

@@ -17,7 +17,7 @@ from agents.base import BaseAgent
 from sim.autopilot import pursuit_actions
 from sim.config import SimConfig
 from sim.layout import CLOSING_SCALE_MPS, MISSILE_SPEED_SCALE_MPS, RANGE_SCALE_M, ObsLayout
-from sim.spacetime import SPENT_SPEED_MPS, MissileTables, missile_tables, reach_features
+from sim.spacetime import SPENT_SPEED_MPS, MissileTables, missile_tables, own_reach_straight
 
 
 @lru_cache(maxsize=8)
@@ -77,7 +77,7 @@ class ScriptedAgent(BaseAgent):
         """Bool ``[N]``: a launch now is worth it — enemy alive, within ``cone_deg`` off the
         nose and within ``reach_fraction`` of the missile's reach against it flying straight,
         own fire ready, missiles left, and no own missile in flight."""
-        reach = reach_features(obs, self.layout, self.tables()).own_reach_straight_m
+        reach = own_reach_straight(obs, self.layout, self.tables())
         rng = self.col(obs, "enemy.range").to(reach.dtype) * RANGE_SCALE_M
         return (
             (rng <= reach_fraction * reach)

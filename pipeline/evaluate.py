@@ -116,9 +116,14 @@ def play_match(
     seed: int = 0,
     device: str = "cpu",
     batch: int = 1024,
+    deterministic: bool = False,
 ) -> MatchStats:
     """``agent`` against ``opponent`` over ``episodes`` episodes (rounded up to even): each of
-    ``ceil(episodes / 2)`` seeded starts is played with the agent as red and as blue."""
+    ``ceil(episodes / 2)`` seeded starts is played with the agent as red and as blue.
+
+    Policies sample from torch's global generator, so each batch runs under a forked generator
+    seeded from ``seed`` (the caller's generator state is left untouched); ``deterministic``
+    makes policy agents take their most likely action instead."""
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     if batch < 1:
@@ -132,10 +137,16 @@ def play_match(
             sim = BatchedSim(n, sim_config, device=device, seed=seed * 100_003 + b)
             specs = (agent, opponent) if agent_side == 0 else (opponent, agent)
             flyers = [
-                make_agent(s, n, sim.layout, device, seed=seed * 2 + side, sim_config=sim_config).eval()
+                make_agent(
+                    s, n, sim.layout, device, seed=seed * 2 + side, sim_config=sim_config,
+                    deterministic=deterministic,
+                ).eval()
                 for side, s in enumerate(specs)
             ]
-            res = play_first_episodes(sim, flyers[0], flyers[1])
+            cuda = [sim.device] if sim.device.type == "cuda" else []
+            with torch.random.fork_rng(devices=cuda):
+                torch.manual_seed(seed * 100_003 + b * 2 + agent_side)
+                res = play_first_episodes(sim, flyers[0], flyers[1])
             w = res["winner"]
             stats.episodes += n
             stats.wins += int((w == agent_side).sum())
@@ -253,6 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu")
     p.add_argument("--batch", type=int, default=1024, help="environments per simulator batch")
+    p.add_argument("--deterministic", action="store_true", help="policies take their most likely action")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     return p
 
@@ -267,7 +279,10 @@ def main(argv: list[str] | None = None) -> dict:
     torch.set_grad_enabled(False)
     sim_config = SimConfig(scenario=args.scenario)
     dt = sim_config.decision_dt_s
-    common = {"sim_config": sim_config, "seed": args.seed, "device": args.device, "batch": args.batch}
+    common = {
+        "sim_config": sim_config, "seed": args.seed, "device": args.device, "batch": args.batch,
+        "deterministic": args.deterministic,
+    }
     payload: dict = {
         "episodes_per_match": args.episodes, "scenario": args.scenario, "seed": args.seed,
         "sides": "each start played twice, agent as red and as blue",

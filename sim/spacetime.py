@@ -226,6 +226,20 @@ class ReachFeatures:
     """How far an enemy missile launched now reaches against me turning away now."""
 
 
+def own_reach_straight(obs: torch.Tensor, layout: ObsLayout, tables: MissileTables) -> torch.Tensor:
+    """Reach ``[N]`` (m) of an own missile launched now against the enemy flying straight on,
+    from egocentric observations ``[N, D]`` (the one number a launch decision needs)."""
+    if obs.dim() != 2 or obs.shape[1] != layout.size:
+        raise ValueError(f"obs must have shape (N, {layout.size}), got {tuple(obs.shape)}")
+    f = obs.to(tables.distance_m.dtype)
+    bc, bs = f[:, layout.index("enemy.bearing_cos")], f[:, layout.index("enemy.bearing_sin")]
+    hc, hs = f[:, layout.index("enemy.rel_heading_cos")], f[:, layout.index("enemy.rel_heading_sin")]
+    return reach_straight(
+        tables, f[:, layout.index("own.speed")] * SPEED_SCALE_MPS,
+        f[:, layout.index("enemy.speed")] * SPEED_SCALE_MPS, hc * bc + hs * bs, hs * bc - hc * bs,
+    )
+
+
 def reach_features(obs: torch.Tensor, layout: ObsLayout, tables: MissileTables) -> ReachFeatures:
     """Reach estimates from egocentric observations ``[N, D]`` (see :mod:`sim.layout`).
 
