@@ -1,6 +1,6 @@
 """What the learning side is rewarded for: the reward interface, presets and the registry."""
 
-from rewards.base import BaseReward, StepInfo, WeightedSum
+from rewards.base import BaseReward, StepInfo, WeightedSum, step_info
 from rewards.presets import OutcomeReward, ShapedConfig, ShapedReward, ZeroReward
 from rewards.registry import PRESETS, make_reward
 
@@ -14,4 +14,5 @@ __all__ = [
     "WeightedSum",
     "ZeroReward",
     "make_reward",
+    "step_info",
 ]

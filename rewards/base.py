@@ -33,6 +33,18 @@ class StepInfo(TypedDict):
     """int64: hits the learning side scored in this decision step."""
 
 
+def step_info(result, side: int) -> StepInfo:
+    """The :class:`StepInfo` of one side from a simulator ``StepResult`` (views, not copies:
+    the simulator overwrites them at its next step)."""
+    if side not in (0, 1):
+        raise ValueError(f"side must be 0 (red) or 1 (blue), got {side!r}")
+    return StepInfo(
+        reward=result.reward[:, side], terminated=result.terminated, truncated=result.truncated,
+        winner=result.winner, end_reason=result.end_reason, launches=result.launches[:, side],
+        hits=result.hits[:, side],
+    )
+
+
 def check_inputs(
     obs_before: torch.Tensor, obs_after: torch.Tensor, action: torch.Tensor, done: torch.Tensor, info: StepInfo
 ) -> int:

@@ -1,0 +1,143 @@
+"""Rewards: presets, weighted sums, the spec registry, and the shaped reward's dense terms
+staying small next to the outcome over whole simulated episodes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from agents import make_agent
+from rewards import (
+    BaseReward,
+    OutcomeReward,
+    ShapedConfig,
+    ShapedReward,
+    WeightedSum,
+    ZeroReward,
+    make_reward,
+    step_info,
+)
+from sim import BatchedSim, SimConfig
+from sim.layout import ObsLayout
+
+LAYOUT = ObsLayout.from_config(SimConfig())
+
+
+@pytest.fixture
+def one_thread():
+    """Batched runs of small tensors go fastest, and share the machine best, on one thread."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def fake_step(n: int = 4, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    obs_before = torch.rand(n, LAYOUT.size, generator=g)
+    obs_after = torch.rand(n, LAYOUT.size, generator=g)
+    action = torch.zeros(n, 3, dtype=torch.int64)
+    done = torch.tensor([False, True, False, True])[:n]
+    info = {
+        "reward": torch.tensor([0.0, 1.0, 0.0, -1.0])[:n], "terminated": done.clone(),
+        "truncated": torch.zeros(n, dtype=torch.bool), "winner": torch.tensor([-1, 0, -1, 1])[:n],
+        "end_reason": torch.tensor([0, 1, 0, 1])[:n], "launches": torch.tensor([1, 0, 0, 2])[:n],
+        "hits": torch.tensor([0, 1, 0, 0])[:n],
+    }
+    return obs_before, obs_after, action, done, info
+
+
+class Fuel(BaseReward):
+    """A user reward loaded by import path: −1 per launch."""
+
+    def compute(self, obs_before, obs_after, action, done, info):
+        return -info["launches"].float()
+
+
+def test_zero_and_outcome():
+    args = fake_step()
+    assert ZeroReward().compute(*args).tolist() == [0.0] * 4
+    assert OutcomeReward().compute(*args).tolist() == [0.0, 1.0, 0.0, -1.0]
+
+
+def test_shaped_is_outcome_plus_its_documented_dense_terms():
+    obs_before, obs_after, action, done, info = fake_step()
+    cfg = ShapedConfig()
+    r = ShapedReward(layout=LAYOUT).compute(obs_before, obs_after, action, done, info)
+    i_rng, i_bc, i_alive = (LAYOUT.index(k) for k in ("enemy.range", "enemy.bearing_cos", "own.alive"))
+    expected = (
+        info["reward"]
+        + cfg.aim_weight * obs_after[:, i_bc] * obs_after[:, i_alive]
+        + cfg.closing_weight * (obs_before[:, i_rng] - obs_after[:, i_rng])
+        - cfg.launch_cost * info["launches"]
+    )
+    assert torch.allclose(r, expected)
+    no_dense = ShapedReward(config=ShapedConfig(aim_weight=0, closing_weight=0, launch_cost=0))
+    assert torch.equal(no_dense.compute(obs_before, obs_after, action, done, info), info["reward"])
+
+
+def test_weighted_sum_and_specs():
+    args = fake_step()
+    total = WeightedSum([(2.0, OutcomeReward()), (0.5, make_reward("tests.test_rewards:Fuel"))]).compute(*args)
+    assert total.tolist() == [-0.5, 2.0, 0.0, -3.0]
+    parsed = make_reward("2*outcome + 0.5*tests.test_rewards:Fuel")
+    assert isinstance(parsed, WeightedSum) and torch.equal(parsed.compute(*args), total)
+    assert isinstance(make_reward("shaped"), ShapedReward)
+    assert isinstance(make_reward("zero"), ZeroReward)
+    assert isinstance(make_reward(" outcome "), OutcomeReward)
+
+
+def test_bad_specs_and_inputs_are_refused():
+    with pytest.raises(ValueError, match="unknown reward 'fancy'"):
+        make_reward("fancy")
+    with pytest.raises(ValueError, match="weight 'x' is not a number"):
+        make_reward("x*outcome")
+    with pytest.raises(ValueError, match="has an empty term"):
+        make_reward("outcome+")
+    with pytest.raises(ValueError, match="cannot import module"):
+        make_reward("no_such_pkg_abc:R")
+    with pytest.raises(ValueError, match=r"not a rewards\.BaseReward"):
+        make_reward("tests.test_rewards:fake_step")
+    with pytest.raises(ValueError, match="at least one"):
+        WeightedSum([])
+    obs_before, obs_after, action, done, info = fake_step()
+    with pytest.raises(ValueError, match=r"obs_after must have shape \(4, "):
+        OutcomeReward().compute(obs_before, obs_after[:3], action, done, info)
+    with pytest.raises(ValueError, match="done must be a bool tensor"):
+        OutcomeReward().compute(obs_before, obs_after, action, done.float(), info)
+    del info["hits"]
+    with pytest.raises(ValueError, match="info is missing key"):
+        OutcomeReward().compute(obs_before, obs_after, action, done, info)
+    with pytest.raises(ValueError, match=r"ShapedConfig\.aim_weight must be a number"):
+        ShapedConfig(aim_weight="big")
+
+
+@pytest.mark.parametrize("learner, opponent", [("random", "pursuit"), ("shooter", "crank"), ("pursuit", "straight")])
+def test_shaped_dense_terms_stay_far_below_the_outcome_over_whole_episodes(learner, opponent, one_thread):
+    n = 64
+    sim = BatchedSim(n, SimConfig(), seed=5)
+    red, blue = (make_agent(s, n, sim.layout, seed=i) for i, s in enumerate((learner, opponent)))
+    shaped, outcome = ShapedReward(layout=sim.layout), make_reward("outcome")
+    dense_total = torch.zeros(n)
+    outcome_total = torch.zeros(n)
+    finished = torch.zeros(n, dtype=torch.bool)
+    obs = sim.reset().clone()
+    for _ in range(sim.config.max_decisions):
+        action = red.act(obs[:, 0])
+        out = sim.step(torch.stack([action, blue.act(obs[:, 1])], dim=1))
+        info = step_info(out, 0)
+        args = (obs[:, 0], out.final_obs[:, 0], action, out.done, info)
+        live = ~finished
+        dense_total += torch.where(live, shaped.dense(*args), 0.0)
+        outcome_total += torch.where(live, outcome.compute(*args), 0.0)
+        finished |= out.done
+        obs = out.obs.clone()
+        if bool(finished.all()):
+            break
+    assert bool(finished.all())
+    # The documented bound is 0.12 + 0.085 + 0.06; real episodes stay well inside it.
+    print(f"max |dense| over an episode: {float(dense_total.abs().max()):.3f}")
+    assert float(dense_total.abs().max()) < 0.27
+    decided = outcome_total != 0
+    if bool(decided.any()):
+        assert float(dense_total[decided].abs().max()) < 0.3 * float(outcome_total[decided].abs().min())
