@@ -71,6 +71,8 @@ class RunConfig:
     """Compile the sim step with ``torch.compile``; None: on CUDA only."""
     fail_actor_at_chunk: int = -1
     """Fault injection for tests: actor 0 raises while writing this chunk (-1: never)."""
+    fail_actor_times: int = 1
+    """Fault injection: how many successive incarnations of actor 0 fail that way."""
 
 
 @dataclass(frozen=True)

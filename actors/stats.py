@@ -1,0 +1,107 @@
+"""Episode statistics of one actor, accumulated on its device without host syncs.
+
+Counts are 0-dim device tensors updated with masks each step; the episode lengths of one chunk
+are kept per step so the chunk's finished lengths can be read in one go at the chunk boundary,
+the only place the host looks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from sim import StepResult
+
+
+@dataclass(frozen=True)
+class EpisodeSummary:
+    """Host-side totals of finished episodes (since the actor started, or a difference)."""
+
+    episodes: int = 0
+    wins: int = 0
+    draws: int = 0
+    losses: int = 0
+    length_sum: int = 0
+    """Sum of episode lengths in decision steps."""
+    return_sum: float = 0.0
+    """Sum of episode returns under the actor's reward."""
+
+    def __sub__(self, other: EpisodeSummary) -> EpisodeSummary:
+        return EpisodeSummary(
+            self.episodes - other.episodes, self.wins - other.wins, self.draws - other.draws,
+            self.losses - other.losses, self.length_sum - other.length_sum,
+            self.return_sum - other.return_sum,
+        )
+
+    def __add__(self, other: EpisodeSummary) -> EpisodeSummary:
+        return EpisodeSummary(
+            self.episodes + other.episodes, self.wins + other.wins, self.draws + other.draws,
+            self.losses + other.losses, self.length_sum + other.length_sum,
+            self.return_sum + other.return_sum,
+        )
+
+    @property
+    def win_rate(self) -> float:
+        """Wins per finished episode (0 when none finished)."""
+        return self.wins / self.episodes if self.episodes else 0.0
+
+    @property
+    def mean_length(self) -> float:
+        """Mean episode length in decision steps."""
+        return self.length_sum / self.episodes if self.episodes else 0.0
+
+    @property
+    def mean_return(self) -> float:
+        """Mean episode return."""
+        return self.return_sum / self.episodes if self.episodes else 0.0
+
+
+class EpisodeStats:
+    """Running per-environment returns and total outcome counts for one learning side."""
+
+    def __init__(self, num_envs: int, rollout_len: int, learning_side: int, device: torch.device):
+        self.side = learning_side
+        self.running_return = torch.zeros(num_envs, device=device)
+        # wins, draws, losses, episodes, length_sum as int64; return_sum separately as float.
+        self.counts = torch.zeros(5, dtype=torch.int64, device=device)
+        self.return_sum = torch.zeros((), dtype=torch.float64, device=device)
+        self.chunk_done = torch.zeros(rollout_len, num_envs, dtype=torch.bool, device=device)
+        self.chunk_lengths = torch.zeros(rollout_len, num_envs, dtype=torch.int64, device=device)
+        self._start_counts = torch.zeros_like(self.counts)
+
+    def update_counts(self, out: StepResult, reward: torch.Tensor) -> None:
+        """Fold one step's outcomes and rewards in (masked, no host sync). The chunk's per-step
+        ``chunk_done`` / ``chunk_lengths`` rows are written by the actor's step targets."""
+        done = out.done
+        self.running_return.add_(reward)
+        winner = out.winner
+        won = done & (winner == self.side)
+        lost = done & (winner == 1 - self.side)
+        drew = done & (winner == 2)
+        length = torch.where(done, out.episode_steps, 0)
+        self.counts.add_(torch.stack([won.sum(), drew.sum(), lost.sum(), done.sum(), length.sum()]))
+        self.return_sum.add_(torch.where(done, self.running_return, 0.0).sum().double())
+        self.running_return.masked_fill_(done, 0.0)
+
+    def begin_chunk(self) -> None:
+        """Remember the totals at the start of a chunk (device copy, no sync)."""
+        self._start_counts.copy_(self.counts)
+
+    def chunk_outcomes(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Wins, draws, losses (0-dim) and the lengths (1-D) of episodes finished in the chunk.
+
+        The lengths are a data-dependent selection: call at a chunk boundary only.
+        """
+        delta = self.counts - self._start_counts
+        return delta[0], delta[1], delta[2], self.chunk_lengths[self.chunk_done]
+
+    def reset(self) -> None:
+        """Zero every total and running return (in place: captured graphs keep their buffers)."""
+        for t in (self.running_return, self.counts, self.return_sum, self._start_counts):
+            t.zero_()
+
+    def summary(self) -> EpisodeSummary:
+        """Host totals since this actor started (one host read)."""
+        wins, draws, losses, episodes, length_sum = self.counts.tolist()
+        return EpisodeSummary(episodes, wins, draws, losses, length_sum, float(self.return_sum))

@@ -1,0 +1,99 @@
+"""Command-line flags of ``python -m pipeline.launch``, mapped onto the config tree.
+
+Each named flag is a shortcut for one ``section.field``; ``--set section.field=value`` reaches
+every other field (including ``sim.*`` and ``ppo.*``). Argparse rejects a malformed flag with
+exit code 2; :func:`parse_config` raises :class:`ConfigError` for a bad name or value, which
+``launch`` also turns into exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any
+
+from pipeline.config import (
+    DISPLAYS,
+    RING_PLACEMENTS,
+    ConfigError,
+    PipelineConfig,
+    apply_override,
+    from_dict,
+    load_toml,
+    parse_value,
+)
+
+# flag dest -> config key
+FLAG_KEYS: dict[str, str] = {
+    "actors": "actors.count",
+    "envs_per_actor": "actors.envs_per_actor",
+    "rollout_len": "actors.rollout_len",
+    "opponent": "actors.opponent",
+    "reward": "actors.reward",
+    "ring_slots": "ring.slots",
+    "ring": "ring.placement",
+    "sync": "run.sync",
+    "device": "run.device",
+    "total_steps": "run.total_steps",
+    "seed": "run.seed",
+    "run_dir": "run.run_dir",
+    "resume": "run.resume",
+    "display": "run.display",
+    "debug": "run.debug",
+    "cuda_graph": "run.cuda_graph",
+    "time_scale": "sim.time_scale",
+    "max_policy_lag": "learner.max_policy_lag",
+    "slots_per_batch": "learner.slots_per_batch",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The launcher's argument parser."""
+    p = argparse.ArgumentParser(
+        prog="python -m pipeline.launch",
+        description="Train a mid-range air-combat policy with async actors and a PPO learner.",
+    )
+    p.add_argument("--config", metavar="FILE.toml", help="TOML file with [run], [actors], [ring], "
+                   "[learner], [sim] and [ppo] tables")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override any field, e.g. --set ppo.learning_rate=1e-3 (repeatable)")
+    p.add_argument("--actors", type=int, help="number of actors (default 4)")
+    p.add_argument("--envs-per-actor", type=int, help="environments per actor (default by device)")
+    p.add_argument("--rollout-len", type=int, help="decision steps per chunk (default by device)")
+    p.add_argument("--ring-slots", type=int, help="ring slots (default 2 per actor)")
+    p.add_argument("--ring", choices=RING_PLACEMENTS, help="slot placement (default auto)")
+    p.add_argument("--slots-per-batch", type=int, help="chunks per PPO batch (default min(actors, 2))")
+    p.add_argument("--sync", action="store_true", default=None,
+                   help="run actors and learner in turn, without overlap (the baseline)")
+    p.add_argument("--device", help="auto | cpu | cuda | cuda:N (default auto)")
+    p.add_argument("--total-steps", type=int, help="agent-steps to train for (default by device)")
+    p.add_argument("--time-scale", type=float, help="sim time per decision relative to default")
+    p.add_argument("--opponent", help="opponent: straight, pursuit, shooter, crank, random, a "
+                   "checkpoint path or package.module:Class (default pursuit)")
+    p.add_argument("--reward", help="reward: zero, outcome, shaped or package.module:Class")
+    p.add_argument("--seed", type=int, help="random seed (default 0)")
+    p.add_argument("--run-dir", help="run directory (default runs/<UTC timestamp>)")
+    p.add_argument("--resume", help="checkpoint file or run directory to resume from")
+    p.add_argument("--max-policy-lag", type=int, help="drop chunks more than this many versions old")
+    p.add_argument("--display", choices=DISPLAYS, help="live display (default auto)")
+    p.add_argument("--debug", action="store_true", default=None,
+                   help="fill ring slots with a magic value and check every chunk")
+    p.add_argument("--no-cuda-graph", dest="cuda_graph", action="store_false", default=None,
+                   help="run the rollout step eagerly on CUDA")
+    return p
+
+
+def parse_config(argv: Sequence[str] | None = None) -> PipelineConfig:
+    """Parse flags into an (unresolved) :class:`PipelineConfig`."""
+    args = build_parser().parse_args(argv)
+    data: dict[str, Any] = load_toml(args.config) if args.config else {}
+    for item in args.overrides:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set needs KEY=VALUE, got {item!r}")
+        apply_override(data, key.strip(), parse_value(value.strip()))
+    for dest, key in FLAG_KEYS.items():
+        value = getattr(args, dest)
+        if value is not None:
+            apply_override(data, key, value)
+    return from_dict(data)

@@ -1,0 +1,199 @@
+"""``python -m pipeline.launch``: train a policy with async actors and a PPO learner.
+
+Exit codes: 0 finished or stopped cleanly (SIGINT/SIGTERM: checkpoint saved), 1 the run failed
+(e.g. actors kept crashing), 2 a bad option or config value (the message names it), 130 a second
+interrupt (exit at once; the last checkpoint stays loadable).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+from pipeline.cli import parse_config
+from pipeline.config import ConfigError, PipelineConfig, resolve, to_toml
+
+
+@dataclass
+class RunResult:
+    """What a finished run leaves behind (returned by :func:`run` for tests and benchmarks)."""
+
+    exit_code: int
+    run_dir: Path
+    checkpoint: Path | None
+    agent_steps: int
+    """Agent-steps produced in total (a resumed run's earlier part included)."""
+    updates: int
+    wall_s: float
+    ring: object | None
+    """The ring's final ``RingStats``."""
+    win_history: list[tuple[int, float, int]]
+    failures: int
+    stop_reason: str
+    evaluation: str = ""
+
+
+def prepare_run_dir(config: PipelineConfig) -> Path:
+    """Create the run directory and write the resolved config into it (atomically)."""
+    name = config.run.run_dir or os.path.join(
+        "runs", datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    )
+    run_dir = Path(name)
+    (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
+    text = to_toml(config.to_dict())
+    tmp = run_dir / f".config.toml.{os.getpid()}.tmp"
+    with tmp.open("w") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, run_dir / "config.toml")
+    return run_dir
+
+
+def make_logger(run_dir: Path) -> logging.Logger:
+    """A logger writing to ``run_dir/run.log`` (one per run directory)."""
+    log = logging.getLogger(f"pipeline.run.{run_dir.resolve()}")
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    for h in list(log.handlers):
+        log.removeHandler(h)
+        h.close()
+    handler = logging.FileHandler(run_dir / "run.log")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    log.addHandler(handler)
+    return log
+
+
+def resolve_resume(path: str) -> Path:
+    """A checkpoint file, a checkpoints folder or a run directory → the checkpoint file."""
+    p = Path(path)
+    for candidate in (p, p / "latest.pt", p / "checkpoints" / "latest.pt"):
+        if candidate.is_file():
+            return candidate
+    raise ConfigError(f"run.resume: no checkpoint found at {path} (nor latest.pt inside it)")
+
+
+def evaluate(checkpoint: Path, config: PipelineConfig) -> str:
+    """Play the checkpoint against the scripted opponents (``pipeline.evaluate``), as a table."""
+    try:
+        from pipeline.evaluate import format_table, play_match
+    except ImportError:
+        return ""
+    with torch.no_grad():
+        stats = [
+            play_match(str(checkpoint), opp, config.run.eval_episodes, config.sim,
+                       seed=config.run.seed + 1, device=config.run.device,
+                       batch=max(config.run.eval_episodes // 2, 1))
+            for opp in ("straight", "pursuit", "shooter", "crank")
+        ]
+    return format_table(stats, config.sim.decision_dt_s)
+
+
+def run(config: PipelineConfig) -> RunResult:
+    """Run a resolved config to the end; raises ConfigError for bad values found late."""
+    from monitoring import Metrics
+    from pipeline.components import build
+    from pipeline.display import make_display
+    from pipeline.loop import run_async_main, run_sync
+    from pipeline.orchestrator import Orchestrator, RunFailed
+
+    if config.run.device == "cpu":
+        # Several actor threads share few cores: one intra-op thread each avoids oversubscription.
+        torch.set_num_threads(1)
+    torch.manual_seed(config.run.seed)
+    run_dir = prepare_run_dir(config)
+    log = make_logger(run_dir)
+    parts = build(config)
+    steps_done = 0
+    if config.run.resume:
+        from learner.checkpoint import load_checkpoint
+
+        ckpt = resolve_resume(config.run.resume)
+        try:
+            extra = load_checkpoint(ckpt, parts.learner)
+        except ValueError as exc:
+            raise ConfigError(f"run.resume: {exc}") from None
+        steps_done = int(extra.get("agent_steps", 0))
+        parts.publisher.publish(parts.learner.policy, parts.learner.policy_version)
+        for actor in parts.actors:
+            actor.sync_weights(parts.publisher)
+    metrics = Metrics()
+    metrics.watch_ring(parts.ring)
+    display = make_display(config.run.display, log)
+    mode = "sync" if config.run.sync else "async"
+    display.message(
+        f"run {run_dir} · {mode} · {config.run.device} · {config.actors.count} actors × "
+        f"{config.actors.envs_per_actor} envs × {config.actors.rollout_len} steps · ring "
+        f"{config.ring.slots} slots ({parts.ring.placement}) · opponent {config.actors.opponent} · "
+        f"reward {config.actors.reward} · {config.run.total_steps:,} agent-steps"
+        + (f" · resumed at {steps_done:,}" if steps_done else "")
+    )
+    orch = Orchestrator(parts, metrics, display, log, run_dir, agent_steps_done=steps_done)
+    start = time.perf_counter()
+    exit_code = 0
+    try:
+        if config.run.sync:
+            run_sync(orch)
+        else:
+            run_async_main(orch)
+    except RunFailed as exc:
+        display.message(f"error: {exc}")
+        log.error("run failed: %s", exc)
+        exit_code = 1
+    finally:
+        display.close()
+    wall = time.perf_counter() - start
+    ckpt = orch.save_checkpoint()
+    result = RunResult(
+        exit_code=exit_code, run_dir=run_dir, checkpoint=ckpt, agent_steps=orch.agent_steps,
+        updates=orch.learner_side.updates, wall_s=wall, ring=parts.ring.stats(),
+        win_history=orch.win_history, failures=orch.failures, stop_reason=orch.stop_reason,
+    )
+    s = result.ring
+    lines = [
+        f"{'stopped' if orch.stop_requested else 'finished'} in {wall:.1f}s: "
+        f"{result.agent_steps:,} agent-steps ({orch.committed * orch.samples_per_chunk / max(wall, 1e-9):,.0f}/s), "
+        f"{result.updates} updates, policy version {parts.learner.policy_version}",
+        f"samples: produced {s.produced_samples} = consumed {s.consumed_samples} + dropped "
+        f"{s.dropped_samples} + in flight {s.in_flight_samples}; slot reuses {s.reuses}; "
+        f"actor waits {s.write_wait_s:.2f}s, learner waits {s.read_wait_s:.2f}s",
+        f"checkpoint: {ckpt}",
+    ]
+    if orch.win_history:
+        first = next((w for w in orch.win_history if w[2] > 0), orch.win_history[0])
+        last = orch.win_history[-1]
+        lines.append(f"win rate vs {config.actors.opponent}: {first[1]:.1%} at {first[0]:,} steps "
+                     f"→ {last[1]:.1%} at {last[0]:,} steps")
+    for line in lines:
+        display.message(line)
+    if exit_code == 0 and not orch.stop_requested and config.run.eval_episodes > 0:
+        result.evaluation = evaluate(ckpt, config)
+        if result.evaluation:
+            display.message("evaluation against the scripted opponents:\n" + result.evaluation)
+    log.info("exit code %d", exit_code)
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the process exit code."""
+    try:
+        config = parse_config(argv)
+        from pipeline.components import pick_device
+
+        config = resolve(config, pick_device(config.run.device))
+        return run(config).exit_code
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
