@@ -64,11 +64,11 @@ def make_ppo_config(config: PipelineConfig) -> PPOConfig:
     return ppo
 
 
-def make_reward(spec: str, device: torch.device | str) -> Any:
+def make_reward(spec: str, device: torch.device | str, layout: ObsLayout) -> Any:
     """A reward plug-in from its spec (``rewards.make_reward``)."""
     from rewards import make_reward as _make_reward
 
-    return _make_reward(spec, device)
+    return _make_reward(spec, device, layout=layout)
 
 
 def actor_seed(base_seed: int, actor_id: int, incarnation: int) -> int:
@@ -101,7 +101,7 @@ class Components:
                 cfg.actors.opponent, B, self.layout, self.device, seed=seed,
                 action_mode=cfg.sim.action_mode, sim_config=cfg.sim,
             ).eval()
-            reward = make_reward(cfg.actors.reward, self.device)
+            reward = make_reward(cfg.actors.reward, self.device, self.layout)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         replica = copy.deepcopy(self.learner.policy).to(self.device).eval()

@@ -85,8 +85,10 @@ class ActorsConfig:
     """Environments per actor; None: by device."""
     rollout_len: int | None = None
     """Decision steps per chunk (T); None: by device."""
-    opponent: str = "pursuit"
-    """Opponent spec for ``agents.make_agent`` (scripted name, checkpoint or module:Class)."""
+    opponent: str = "crank"
+    """Opponent spec for ``agents.make_agent`` (scripted name, checkpoint or module:Class). The
+    default ``crank`` fires and defends, so an untrained policy wins rarely and learning shows;
+    the non-firing ``straight`` and ``pursuit`` lose even to random play."""
     reward: str = "shaped"
     """Reward spec for ``rewards.make_reward``."""
     learning_side: int = 0
@@ -311,7 +313,7 @@ def resolve(config: PipelineConfig, device: str) -> PipelineConfig:
     actors = config.actors
     envs = actors.envs_per_actor or (8192 if cuda else 64)
     rollout = actors.rollout_len or (32 if cuda else 16)
-    total = config.run.total_steps or (2_000_000_000 if cuda else 400_000)
+    total = config.run.total_steps or (2_000_000_000 if cuda else 600_000)
     slots = config.ring.slots or 2 * actors.count
     spb = config.learner.slots_per_batch or min(actors.count, 2)
     if spb > slots:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -139,21 +141,45 @@ def run(config: PipelineConfig) -> RunResult:
     orch = Orchestrator(parts, metrics, display, log, run_dir, agent_steps_done=steps_done)
     start = time.perf_counter()
     exit_code = 0
+    # Signal handlers can only be set from the main thread (a benchmark may run us elsewhere).
+    main_thread = threading.current_thread() is threading.main_thread()
+    sigs = (signal.SIGINT, signal.SIGTERM) if main_thread else ()
+    previous = {sig: signal.getsignal(sig) for sig in sigs}
     try:
-        if config.run.sync:
-            run_sync(orch)
-        else:
-            run_async_main(orch)
-    except RunFailed as exc:
-        display.message(f"error: {exc}")
-        log.error("run failed: %s", exc)
-        exit_code = 1
+        try:
+            if config.run.sync:
+                run_sync(orch)
+            else:
+                run_async_main(orch)
+        except RunFailed as exc:
+            display.message(f"error: {exc}")
+            log.error("run failed: %s", exc)
+            exit_code = 1
+        finally:
+            display.close()
+            # From here on (final checkpoint, summary, evaluation) an interrupt means "now".
+            for sig in previous:
+                signal.signal(sig, _exit_now)
+        return _finish(config, parts, orch, display, log, start, exit_code)
     finally:
-        display.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _exit_now(signum: int, frame: object) -> None:
+    # Saved files are written atomically, so leaving mid-write keeps the last checkpoint loadable.
+    sys.stderr.write(f"{signal.Signals(signum).name}: exiting now\n")
+    sys.stderr.flush()
+    os._exit(130)
+
+
+def _finish(config: PipelineConfig, parts, orch, display, log: logging.Logger, start: float,
+            exit_code: int) -> RunResult:
+    """Final checkpoint, summary lines and evaluation."""
     wall = time.perf_counter() - start
     ckpt = orch.save_checkpoint()
     result = RunResult(
-        exit_code=exit_code, run_dir=run_dir, checkpoint=ckpt, agent_steps=orch.agent_steps,
+        exit_code=exit_code, run_dir=orch.run_dir, checkpoint=ckpt, agent_steps=orch.agent_steps,
         updates=orch.learner_side.updates, wall_s=wall, ring=parts.ring.stats(),
         win_history=orch.win_history, failures=orch.failures, stop_reason=orch.stop_reason,
     )

@@ -17,6 +17,7 @@ import concurrent.futures
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -46,6 +47,8 @@ def _install_signals(orch: Orchestrator, add: Callable[[int, Callable[[], None]]
             os._exit(130)
         orch.request_stop(f"received {signal.Signals(signum).name}")
 
+    if threading.current_thread() is not threading.main_thread():
+        return  # only the main thread receives signals
     for sig in (signal.SIGINT, signal.SIGTERM):
         add(sig, on_signal)
 
@@ -116,8 +119,9 @@ async def run_async(orch: Orchestrator) -> None:
         raise
     finally:
         reporter.cancel()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
     await asyncio.to_thread(finish, orch, "async")
 
 

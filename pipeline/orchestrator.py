@@ -20,7 +20,7 @@ from pipeline.display import Display, Progress
 from pipeline.learner_side import LearnerSide
 from pipeline.ring import RingSlot, SlotState
 
-WIN_WINDOW_EPISODES = 2000
+WIN_WINDOW_EPISODES = 500
 """The displayed win rate covers about this many of the most recent episodes."""
 
 

@@ -1,0 +1,133 @@
+"""Small end-to-end runs of the real pipeline: sync and async, exact counts, faults, resume."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from learner.checkpoint import load_policy, read_checkpoint
+from pipeline.cli import parse_config
+from pipeline.config import PipelineConfig, from_dict, load_toml, resolve
+from pipeline.launch import main, run
+
+T, B, ACTORS = 8, 8, 2
+CHUNK = T * B
+
+
+def small_config(tmp_path, *extra: str, steps: int = 10 * CHUNK) -> PipelineConfig:
+    argv = [
+        "--actors", str(ACTORS), "--envs-per-actor", str(B), "--rollout-len", str(T),
+        "--total-steps", str(steps), "--opponent", "straight", "--reward", "outcome",
+        "--device", "cpu", "--display", "none", "--run-dir", str(tmp_path / "run"),
+        "--set", "run.eval_episodes=0", "--set", "ppo.hidden_sizes=[16, 16]",
+        "--set", "ppo.update_epochs=1", *extra,
+    ]
+    return resolve(parse_config(argv), "cpu")
+
+
+def assert_exact(result, chunks: int) -> None:
+    s = result.ring
+    assert s.produced_samples == s.consumed_samples + s.dropped_samples + s.in_flight_samples
+    assert s.produced_chunks - s.aborted_chunks == chunks
+    assert s.in_flight_samples == 0
+
+
+@pytest.mark.parametrize("mode", ["async", "sync"])
+def test_small_run_completes_with_exact_counts(tmp_path, mode):
+    extra = ("--sync",) if mode == "sync" else ()
+    config = small_config(tmp_path, *extra, "--debug")
+    result = run(config)
+    assert result.exit_code == 0
+    assert result.agent_steps == 10 * CHUNK
+    assert_exact(result, 10)
+    s = result.ring
+    assert s.consumed_samples + s.dropped_samples == 10 * CHUNK
+    assert s.reuses == 10 - min(10, config.ring.slots)  # FIFO free list: every slot, then reuse
+    assert result.updates >= 10 // config.learner.slots_per_batch
+    # Run directory: resolved config (reloadable), log, loadable checkpoint.
+    run_dir = result.run_dir
+    reloaded = from_dict(load_toml(run_dir / "config.toml"))
+    assert reloaded == config
+    assert "exit code 0" in (run_dir / "run.log").read_text()
+    policy = load_policy(run_dir / "checkpoints" / "latest.pt")
+    assert policy.policy_version == result.updates
+    assert read_checkpoint(result.checkpoint)["extra"]["agent_steps"] == 10 * CHUNK
+
+
+def test_actor_crash_is_recovered(tmp_path):
+    config = small_config(tmp_path, "--set", "run.fail_actor_at_chunk=1")
+    result = run(config)
+    assert result.exit_code == 0 and result.failures == 1
+    s = result.ring
+    assert s.aborted_chunks == 1  # the half-written slot went back FREE, counted dropped
+    assert s.dropped_chunks >= 1
+    assert_exact(result, 10)
+    assert result.agent_steps == 10 * CHUNK  # the lost chunk was produced again
+    log = (result.run_dir / "run.log").read_text()
+    assert "Traceback" in log and "InjectedFault" in log and "actor 0 restarted" in log
+
+
+def test_repeated_actor_failures_stop_the_run(tmp_path, capsys):
+    argv = [
+        "--actors", "1", "--envs-per-actor", "4", "--rollout-len", "4", "--total-steps", "160",
+        "--opponent", "straight", "--reward", "outcome", "--device", "cpu", "--display", "plain",
+        "--run-dir", str(tmp_path / "run"), "--set", "run.fail_actor_at_chunk=0",
+        "--set", "run.fail_actor_times=10", "--set", "run.max_actor_failures=2",
+        "--set", "ppo.hidden_sizes=[8]",
+    ]
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    assert "actors failed 3 times, more than run.max_actor_failures=2" in out
+    assert (tmp_path / "run" / "checkpoints" / "latest.pt").is_file()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--actors", "0"], "actors.count must be >= 1"),
+        (["--set", "run.nope=1"], "unknown option(s) in [run]: nope"),
+        (["--set", "actors.count=two"], "actors.count must be an integer"),
+        (["--time-scale", "0.3"], "sim: time_scale"),
+        (["--config", "/nonexistent/x.toml"], "no such file"),
+        (["--set", "ppo.gamma=2.0"], "ppo: gamma must be in [0, 1]"),
+        (["--opponent", "nonsense"], "unknown agent 'nonsense'"),
+        (["--device", "tpu"], "run.device must be"),
+        (["--ring-slots", "1", "--slots-per-batch", "2"], "learner.slots_per_batch (2) must be <= ring.slots (1)"),
+    ],
+)
+def test_bad_values_exit_2_naming_them(tmp_path, capsys, argv, message):
+    base = ["--display", "none", "--run-dir", str(tmp_path / "r"), "--total-steps", "64",
+            "--envs-per-actor", "4", "--rollout-len", "4"]
+    assert main(base + argv) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["--ring", "gpu"], ["--actors", "x"], ["--bogus"]])
+def test_bad_flags_exit_2(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    assert argv[0] in capsys.readouterr().err
+
+
+def test_config_file_and_overrides(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('[actors]\ncount = 3\nopponent = "shooter"\n[ppo]\nlearning_rate = 0.002\n')
+    config = parse_config(["--config", str(path), "--actors", "5", "--set", "run.seed=9"])
+    assert config.actors.count == 5  # a flag beats the file
+    assert config.actors.opponent == "shooter" and config.run.seed == 9
+    assert config.ppo == {"learning_rate": 0.002}
+
+
+def test_resume_continues_counts_and_version(tmp_path):
+    first = run(small_config(tmp_path, steps=4 * CHUNK))
+    version = torch.load(first.checkpoint, weights_only=True)["policy_version"]
+    config = small_config(tmp_path, "--resume", str(first.run_dir), steps=8 * CHUNK)
+    config = dataclasses.replace(config, run=dataclasses.replace(config.run, run_dir=str(tmp_path / "run2")))
+    second = run(config)
+    assert second.exit_code == 0
+    assert second.agent_steps == 8 * CHUNK
+    assert second.ring.produced_chunks == 4  # only the remaining budget was produced
+    assert torch.load(second.checkpoint, weights_only=True)["policy_version"] == version + second.updates

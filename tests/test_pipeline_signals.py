@@ -1,0 +1,97 @@
+"""Interrupting a real launch: SIGINT/SIGTERM stop cleanly with a loadable, resumable checkpoint."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from learner.checkpoint import load_policy, read_checkpoint
+from pipeline.cli import parse_config
+from pipeline.config import resolve
+from pipeline.launch import run
+
+REPO = Path(__file__).resolve().parents[1]
+COMMON = [
+    "--actors", "2", "--envs-per-actor", "16", "--rollout-len", "8", "--opponent", "straight",
+    "--reward", "outcome", "--device", "cpu", "--set", "run.eval_episodes=0",
+    "--set", "ppo.hidden_sizes=[16, 16]", "--set", "ppo.update_epochs=1",
+]
+
+
+class Launch:
+    """``python -m pipeline.launch`` in a child process, its output collected by a thread."""
+
+    def __init__(self, run_dir: Path, *extra: str):
+        env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        cmd = [sys.executable, "-m", "pipeline.launch", *COMMON, "--total-steps", "1000000000",
+               "--display", "plain", "--run-dir", str(run_dir), "--set", "run.log_interval_s=0.2",
+               *extra]
+        self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True)
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line)
+
+    def wait_for(self, text: str, timeout: float = 180.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not any(text in line for line in self.lines):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.proc.kill()
+                pytest.fail(f"never saw {text!r}; output:\n{''.join(self.lines)}")
+            time.sleep(0.05)
+
+    def finish(self, timeout: float = 120.0) -> int:
+        code = self.proc.wait(timeout)
+        self._reader.join(5)
+        return code
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, pytest.param(signal.SIGTERM, marks=pytest.mark.slow)])
+def test_signal_stops_with_checkpoint_and_run_resumes(tmp_path, sig):
+    run_dir = tmp_path / "run"
+    launch = Launch(run_dir)
+    launch.wait_for("updates 2")  # a couple of updates happened
+    launch.proc.send_signal(sig)
+    code = launch.finish()
+    out = "".join(launch.lines)
+    assert code == 0, out
+    assert f"stopping: received {sig.name}" in out and "checkpoint:" in out
+    latest = run_dir / "checkpoints" / "latest.pt"
+    policy = load_policy(latest)
+    state = read_checkpoint(latest)
+    steps = state["extra"]["agent_steps"]
+    assert policy.policy_version >= 2 and steps > 0
+    # The run resumes from where it stopped and adds exactly the remaining budget.
+    target = steps + 2 * 16 * 8
+    config = resolve(parse_config([*COMMON, "--display", "none", "--total-steps", str(target),
+                                   "--resume", str(run_dir), "--run-dir", str(tmp_path / "resumed")]), "cpu")
+    result = run(config)
+    assert result.exit_code == 0 and result.agent_steps == target
+    assert result.ring.produced_chunks == 2
+    assert read_checkpoint(result.checkpoint)["policy_version"] > state["policy_version"]
+
+
+@pytest.mark.slow
+def test_second_interrupt_exits_at_once_and_checkpoint_stays_loadable(tmp_path):
+    run_dir = tmp_path / "run"
+    launch = Launch(run_dir, "--set", "run.checkpoint_interval_s=0.3")
+    launch.wait_for("updates 3")
+    launch.proc.send_signal(signal.SIGINT)
+    launch.proc.send_signal(signal.SIGINT)
+    code = launch.finish()
+    assert code in (0, 130), "".join(launch.lines)  # 0 if the first stop finished first
+    latest = run_dir / "checkpoints" / "latest.pt"
+    assert latest.is_file()
+    assert load_policy(latest).policy_version >= 1
