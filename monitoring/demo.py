@@ -23,7 +23,7 @@ from torch import nn
 
 from monitoring import Metrics, ProfileSession, span
 from monitoring.exporter import DEFAULT_ADDR, DEFAULT_PORT, MetricsPortInUseError, start_exporter
-from pipeline.ring import RolloutRing, SlotSpec
+from pipeline.ring import RingClosed, RolloutRing, SlotSpec
 from sim import BatchedSim, SimConfig
 from sim.autopilot import pursuit_actions
 
@@ -194,6 +194,7 @@ class Demo:
                 "explained_variance": float(explained),
                 "grad_norm": float(grad_norm),
                 "learning_rate": self.optimizer.param_groups[0]["lr"],
+                "return_mean": float(returns.mean()),
             }
 
     # ---- run ------------------------------------------------------------------------------
@@ -203,6 +204,8 @@ class Demo:
             try:
                 fn(*args)
             except BaseException as exc:
+                if isinstance(exc, RingClosed) and self.stop.is_set():
+                    return  # the run is ending: the ring woke a waiting thread
                 self.errors.append(exc)
                 self.stop.set()
 
@@ -211,11 +214,16 @@ class Demo:
         threads.append(threading.Thread(target=guard, args=(self.learner,), name="learner", daemon=True))
         for th in threads:
             th.start()
-        self.stop.wait(seconds)
-        self.stop.set()
-        self.ring.close()
-        for th in threads:
-            th.join(timeout=10)
+        try:
+            self.stop.wait(seconds)
+        except KeyboardInterrupt:  # Ctrl-C ends the run early but still cleanly
+            pass
+        finally:
+            self.stop.set()
+            self.ring.close()
+            # Threads must leave torch before the interpreter shuts down under them.
+            for th in threads:
+                th.join(timeout=30)
         if self.profile is not None:
             self.profile.close()
         if self.errors:
