@@ -1,0 +1,155 @@
+"""The sim actor: chunk contents against the sim, bootstrap values, episode statistics, faults."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from actors.actor import InjectedFault, SimActor
+from agents.registry import make_agent
+from learner import ActionSpec, ActorCritic
+from pipeline.ring import RolloutRing, SlotSpec
+from rewards import make_reward
+from sim import BatchedSim, ObsLayout, SimConfig
+
+T, B = 12, 16
+
+
+def make_actor(cfg: SimConfig, seed: int = 5, fail_at_chunk: int = -1, side: int = 0):
+    torch.manual_seed(0)
+    layout = ObsLayout.from_config(cfg)
+    policy = ActorCritic(layout.size, ActionSpec.for_sim(cfg), hidden_sizes=(16,))
+    opponent = make_agent("pursuit", B, layout, sim_config=cfg)
+    reward = make_reward("outcome", "cpu", layout=layout)
+    actor = SimActor(0, cfg, B, T, policy, opponent, reward, seed=seed, learning_side=side,
+                     fail_at_chunk=fail_at_chunk)
+    ring = RolloutRing(SlotSpec(T, B, layout.size, 3), 2, debug=True)
+    return actor, ring
+
+
+def write_chunk(actor, ring):
+    slot = ring.acquire_write(actor.actor_id)
+    actor.rollout(slot)
+    ring.commit(slot, actor.policy_version)  # debug ring: fails if any field was left unwritten
+    (got,) = ring.acquire_read(1)
+    return got
+
+
+def test_chunk_replays_against_a_fresh_sim():
+    """Feeding the recorded actions (and the scripted opponent) to a second sim with the same
+    seed reproduces the recorded observations, outcome rewards and episode ends."""
+    cfg = SimConfig(max_time_s=4.0)  # 8 decisions per episode: truncations inside the chunk
+    actor, ring = make_actor(cfg)
+    slot = write_chunk(actor, ring)
+    sim = BatchedSim(B, cfg, seed=5)
+    obs = sim.reset().clone()
+    opponent = make_agent("pursuit", B, ObsLayout.from_config(cfg), sim_config=cfg)
+    for t in range(T):
+        assert torch.equal(slot.obs[t], obs[:, 0]), f"obs differ at step {t}"
+        actions = torch.stack([slot.actions[t], opponent.act(obs[:, 1])], dim=1)
+        out = sim.step(actions)
+        assert torch.equal(slot.rewards[t], out.reward[:, 0].float())
+        assert torch.equal(slot.terminated[t], out.terminated)
+        assert torch.equal(slot.truncated[t], out.truncated)
+        opponent.reset(out.done)
+        obs = out.obs.clone()
+    assert bool(slot.truncated.any()), "the short time limit should truncate some episodes"
+
+
+def test_bootstrap_and_next_values():
+    cfg = SimConfig(max_time_s=4.0)
+    actor, ring = make_actor(cfg)
+    slot = write_chunk(actor, ring)
+    # Not truncated: no bootstrap value. Truncated: the value of a final observation (nonzero).
+    assert bool((slot.bootstrap_values[~slot.truncated] == 0).all())
+    assert bool((slot.bootstrap_values[slot.truncated] != 0).all())
+    expected_next = actor.policy.get_value(actor._obs[:, 0])
+    assert torch.allclose(slot.next_values, expected_next)
+    # Behaviour log-probs and values are the policy's for the recorded actions.
+    logp, _, value = actor.policy.evaluate(slot.obs.reshape(T * B, -1), slot.actions.reshape(T * B, 3))
+    assert torch.allclose(slot.log_probs.reshape(-1), logp, atol=1e-5)
+    assert torch.allclose(slot.values.reshape(-1), value, atol=1e-5)
+
+
+def test_episode_statistics_match_the_chunk():
+    cfg = SimConfig(max_time_s=4.0)
+    actor, ring = make_actor(cfg)
+    slot = write_chunk(actor, ring)
+    wins, draws, losses, lengths = actor.stats.chunk_outcomes()
+    done = slot.terminated | slot.truncated
+    assert int(wins + draws + losses) == int(done.sum()) == lengths.numel()
+    assert int(wins) == int((slot.rewards == 1).sum()) and int(losses) == int((slot.rewards == -1).sum())
+    summary = actor.stats.summary()
+    assert summary.episodes == int(done.sum()) and summary.length_sum == int(lengths.sum())
+
+
+def test_blue_learning_side():
+    cfg = SimConfig()
+    actor, ring = make_actor(cfg, side=1)
+    obs0 = actor._obs[:, 1].clone()
+    slot = write_chunk(actor, ring)
+    assert torch.equal(slot.obs[0], obs0)
+
+
+def test_new_weights_picked_up_between_chunks():
+    from pipeline.weights import WeightPublisher
+
+    cfg = SimConfig()
+    actor, _ = make_actor(cfg)
+    learner_policy = copy.deepcopy(actor.policy)
+    pub = WeightPublisher(learner_policy)
+    with torch.no_grad():
+        for p in learner_policy.parameters():
+            p.add_(0.5)
+    pub.publish(learner_policy, 3)
+    assert actor.sync_weights(pub) == 3
+    assert all(torch.equal(a, b) for a, b in zip(actor.policy.parameters(), learner_policy.parameters(), strict=True))
+
+
+def test_injected_fault_mid_chunk():
+    cfg = SimConfig()
+    actor, ring = make_actor(cfg, fail_at_chunk=1)
+    ring.release(write_chunk(actor, ring))
+    slot = ring.acquire_write(0)
+    with pytest.raises(InjectedFault, match="chunk 1"):
+        actor.rollout(slot)
+    ring.abort(slot)
+    s = ring.stats()
+    assert s.aborted_chunks == 1 and s.produced_samples == s.consumed_samples + s.dropped_samples + s.in_flight_samples
+
+
+def test_slot_shape_mismatch_is_refused():
+    cfg = SimConfig()
+    actor, _ = make_actor(cfg)
+    ring = RolloutRing(SlotSpec(T + 1, B, actor.obs_dim, 3), 1)
+    with pytest.raises(ValueError, match="does not match actor 0"):
+        actor.rollout(ring.acquire_write(0))
+
+
+@pytest.mark.gpu
+def test_cuda_graph_gives_the_eager_samples():
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    cfg = SimConfig(max_time_s=4.0)
+    layout = ObsLayout.from_config(cfg)
+    torch.manual_seed(0)
+    policy = ActorCritic(layout.size, ActionSpec.for_sim(cfg), hidden_sizes=(16,)).cuda()
+    chunks = []
+    for graph in (False, True):
+        torch.manual_seed(123)
+        torch.cuda.manual_seed(123)
+        actor = SimActor(
+            0, cfg, B, T, copy.deepcopy(policy), make_agent("pursuit", B, layout, "cuda", sim_config=cfg),
+            make_reward("outcome", "cuda", layout=layout), device="cuda", seed=5, cuda_graph=graph,
+        )
+        assert actor.uses_cuda_graph == graph
+        ring = RolloutRing(SlotSpec(T, B, layout.size, 3), 1, actor_device="cuda", learner_device="cuda", debug=True)
+        slot = ring.acquire_write(0)
+        actor.rollout(slot)
+        slot.written_event.synchronize()
+        ring.commit(slot, 0)
+        chunks.append({k: v.clone() for k, v in slot.float_fields().items()} | {"actions": slot.actions.clone()})
+    for key in chunks[0]:
+        assert torch.allclose(chunks[0][key], chunks[1][key], atol=1e-5), key
