@@ -140,7 +140,8 @@ class Demo:
                 metrics.add_dropped_chunks(1, "stale")
                 continue
             with span("learner:copy"):
-                batch = {name: getattr(slot, name).to(self.device) for name in (
+                # copy=True: with the ring on the learner's device .to() would alias the slot.
+                batch = {name: getattr(slot, name).to(self.device, copy=True) for name in (
                     "obs", "actions", "log_probs", "values", "rewards", "terminated", "next_values")}
             if self.crosses_bus:
                 metrics.add_copy_bytes("h2d", slot.nbytes())
