@@ -40,7 +40,9 @@ COPY_DIRECTIONS = ("h2d", "d2h")
 OUTCOMES = ("win", "draw", "loss")
 """Episode outcomes, from the learning side's point of view."""
 
-_LABEL_VALUE = re.compile(r"^[A-Za-z0-9_.:/\-]{1,64}$")
+# Prometheus label values may be any UTF-8; refuse only what would garble a dashboard legend
+# (empty, control characters, very long: an opponent may be a checkpoint path).
+_LABEL_VALUE = re.compile(r"[^\x00-\x1f\x7f]{1,256}")
 
 
 class RingLike(Protocol):
@@ -110,9 +112,9 @@ def _check_int(name: str, value: Any, minimum: int = 0) -> int:
 
 
 def _check_label(name: str, value: Any) -> str:
-    if not isinstance(value, str) or not _LABEL_VALUE.match(value):
+    if not isinstance(value, str) or not _LABEL_VALUE.fullmatch(value):
         raise ValueError(
-            f"{name} must be a short label (letters, digits, _ . : / -; 1 to 64 characters), "
+            f"{name} must be a label: a string of 1 to 256 characters without control characters, "
             f"got {value!r}"
         )
     return value
@@ -282,7 +284,7 @@ class Metrics:
         policy_version = _check_int("policy_version", policy_version)
         clean: dict[str, float | torch.Tensor] = {}
         for key, value in stats.items():
-            if not isinstance(key, str) or not re.match(r"^[a-z][a-z0-9_]*$", key):
+            if not isinstance(key, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", key):
                 raise ValueError(f"stats keys must be snake_case names, got {key!r}")
             if isinstance(value, torch.Tensor):
                 if value.numel() != 1:
