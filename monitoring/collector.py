@@ -286,7 +286,9 @@ class MetricsCollector(Collector):
                 stats = torch.cuda.memory_stats(index)
                 for name, key in keys.items():
                     families[name].add_metric([f"cuda:{index}"], stats.get(key, 0))
-            host = torch.cuda.host_memory_stats()
+            # host_memory_stats is recent (older torch: pinned series read 0).
+            host_stats = getattr(torch.cuda, "host_memory_stats", None)
+            host = host_stats() if host_stats is not None else {}
             pinned.add_metric(["host"], host.get("allocated_bytes.current", 0))
             pinned_allocs.add_metric(["host"], host.get("num_host_alloc", 0))
         else:

@@ -249,7 +249,7 @@ class Metrics:
                 if isinstance(value, torch.Tensor):
                     total[i].add_(value.reshape(()).to(device=device, dtype=torch.int64))
             if event is not None:
-                event.record()
+                event.record(torch.cuda.current_stream(device))
         host = [v for v in counts if not isinstance(v, torch.Tensor)]
         if host:
             with self._lock:
@@ -295,10 +295,11 @@ class Metrics:
             else:
                 raise ValueError(f"stats[{key!r}] must be a number, got {type(value).__name__} {value!r}")
         event = None
-        if any(isinstance(v, torch.Tensor) and v.is_cuda for v in clean.values()):
+        cuda = [v for v in clean.values() if isinstance(v, torch.Tensor) and v.is_cuda]
+        if cuda:
             # Scalars still being computed on the learner's stream: order the scrape after them.
             event = torch.cuda.Event()
-            event.record()
+            event.record(torch.cuda.current_stream(cuda[0].device))
         with self._lock:
             self._learner_updates += 1
             self._policy_version = policy_version

@@ -132,7 +132,7 @@ class DeviceHistogram:
             part.value_sum.add_((flat * weights).sum())
         part.counts.index_add_(0, index, weights)
         if part.event is not None:
-            part.event.record()
+            part.event.record(torch.cuda.current_stream(values.device))
 
     def snapshot(self) -> HistogramSnapshot:
         """Read host and device parts (syncing with the producers' streams) and sum them."""
