@@ -17,6 +17,7 @@ from pipeline.evaluate import (
     main,
     play_first_episodes,
     play_match,
+    run,
     wilson_interval,
 )
 from sim import BatchedSim, SimConfig
@@ -100,8 +101,8 @@ def test_each_start_is_played_from_both_sides():
 
 
 def test_same_command_same_table_and_json(tmp_path):
-    argv = ["--agent", "random", "--opponents", "shooter,crank", "--episodes", "12", "--seed", "3",
-            "--batch", "4"]
+    argv = ["--agent", "random", "--opponents", "shooter,straight", "--episodes", "12", "--seed", "3",
+            "--batch", "6"]
     first = main([*argv, "--json", str(tmp_path / "a.json")])
     second = main([*argv, "--json", str(tmp_path / "b.json")])
     assert first == second
@@ -112,7 +113,7 @@ def test_same_command_same_table_and_json(tmp_path):
     assert m["wins"] + m["draws"] + m["losses"] == 12
     assert m["win_ci95"][0] <= m["win_rate"] <= m["win_ci95"][1]
     assert m["mean_length_s"] == pytest.approx(m["mean_length_steps"] * 0.5)
-    other_seed = main([*argv[:-4], "--seed", "4", "--batch", "4"])
+    other_seed = main([*argv[:-4], "--seed", "4", "--batch", "6"])
     assert other_seed["matches"] != first["matches"]
 
 
@@ -125,12 +126,28 @@ def test_round_robin_ranks_the_ladder(capsys):
     assert "elo" in out and "crank" in out
 
 
-def test_command_line(tmp_path):
+def test_command_line(tmp_path, capsys):
     cmd = [sys.executable, "-m", "pipeline.evaluate", "--agent", "shooter", "--opponents", "straight",
            "--episodes", "4", "--scenario", "head_on", "--json", str(tmp_path / "r.json")]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "win [95% CI]" in done.stdout and "100.0%" in done.stdout
     assert json.loads((tmp_path / "r.json").read_text())["agent"] == "shooter"
-    bad = subprocess.run([*cmd[:4], "kamikaze", *cmd[5:]], capture_output=True, text=True, timeout=300)
-    assert bad.returncode != 0 and "unknown agent 'kamikaze'" in bad.stderr
+    with pytest.raises(SystemExit) as exited:
+        run(["--agent", "kamikaze", "--episodes", "2"])
+    assert exited.value.code == 1
+    assert "error: unknown agent 'kamikaze'" in capsys.readouterr().err
+
+
+def test_a_checkpoint_is_evaluated_reproducibly(tmp_path):
+    from learner import ActionSpec, PPOConfig, PPOLearner
+    from learner.checkpoint import save_checkpoint
+    from sim.layout import ObsLayout
+
+    layout = ObsLayout.from_config(SimConfig())
+    learner = PPOLearner(PPOConfig(hidden_sizes=(16,)), layout.size, ActionSpec.for_sim(SimConfig()),
+                         obs_layout=layout.metadata())
+    save_checkpoint(tmp_path / "run", learner)
+    argv = ["--agent", str(tmp_path / "run"), "--opponents", "shooter", "--episodes", "8", "--seed", "1"]
+    first, second = main(argv), main(argv)
+    assert first == second and first["matches"][0]["episodes"] == 8
