@@ -11,8 +11,6 @@ without metrics pays one attribute lookup and an empty call per update.
 
 from __future__ import annotations
 
-import math
-import operator
 import re
 import threading
 from collections.abc import Mapping, Sequence
@@ -21,6 +19,7 @@ from typing import Any, Protocol
 
 import torch
 
+from monitoring.checks import check_int, check_label, check_seconds
 from monitoring.histograms import (
     EPISODE_LENGTH_BUCKETS,
     POLICY_LAG_BUCKETS,
@@ -39,11 +38,6 @@ COPY_DIRECTIONS = ("h2d", "d2h")
 
 OUTCOMES = ("win", "draw", "loss")
 """Episode outcomes, from the learning side's point of view."""
-
-# Prometheus label values may be any UTF-8; refuse only what would garble a dashboard legend
-# (empty, control characters, very long: an opponent may be a checkpoint path).
-_LABEL_VALUE = re.compile(r"[^\x00-\x1f\x7f]{1,256}")
-
 
 class RingLike(Protocol):
     """What :meth:`Metrics.watch_ring` needs: ``stats()`` returning ``pipeline.ring.RingStats``
@@ -97,37 +91,6 @@ class MetricsSnapshot:
     """``ring.stats()`` of the watched ring, or None."""
 
 
-def _check_int(name: str, value: Any, minimum: int = 0) -> int:
-    # operator.index accepts Python and NumPy integers; tensors are refused because reading
-    # one would be a host sync.
-    if isinstance(value, (bool, torch.Tensor)):
-        raise ValueError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    try:
-        value = operator.index(value)
-    except TypeError:
-        raise ValueError(f"{name} must be an int, got {type(value).__name__} {value!r}") from None
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return value
-
-
-def _check_label(name: str, value: Any) -> str:
-    if not isinstance(value, str) or not _LABEL_VALUE.fullmatch(value):
-        raise ValueError(
-            f"{name} must be a label: a string of 1 to 256 characters without control characters, "
-            f"got {value!r}"
-        )
-    return value
-
-
-def _check_seconds(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{name} must be a number of seconds, got {type(value).__name__} {value!r}")
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
-    return float(value)
-
-
 def _noop(*_args: Any, **_kwargs: Any) -> None:
     return None
 
@@ -173,17 +136,17 @@ class Metrics:
     def add_actor_steps(self, actor: int, agent_steps: int, physics_steps: int) -> None:
         """Count one chunk of an actor: agent-steps (decisions × learning fighters) and physics
         env-steps (environments × physics steps)."""
-        actor = _check_int("actor", actor)
-        agent_steps = _check_int("agent_steps", agent_steps)
-        physics_steps = _check_int("physics_steps", physics_steps)
+        actor = check_int("actor", actor)
+        agent_steps = check_int("agent_steps", agent_steps)
+        physics_steps = check_int("physics_steps", physics_steps)
         with self._lock:
             self._agent_steps[actor] = self._agent_steps.get(actor, 0) + agent_steps
             self._physics_steps[actor] = self._physics_steps.get(actor, 0) + physics_steps
 
     def observe_slot_wait(self, actor: int, seconds: float) -> None:
         """Record how long an actor waited for a free ring slot (backpressure)."""
-        actor = _check_int("actor", actor)
-        seconds = _check_seconds("seconds", seconds)
+        actor = check_int("actor", actor)
+        seconds = check_seconds("seconds", seconds)
         hist = self._slot_wait.get(actor)
         if hist is None:
             with self._lock:
@@ -207,8 +170,8 @@ class Metrics:
         boolean indexing, pass the lengths of all environments with ``done_mask`` (same shape,
         bool) selecting the finished ones.
         """
-        actor = _check_int("actor", actor)
-        opponent = _check_label("opponent", opponent)
+        actor = check_int("actor", actor)
+        opponent = check_label("opponent", opponent)
         counts = (wins, draws, losses)
         for name, value in zip(("wins", "draws", "losses"), counts, strict=True):
             if isinstance(value, torch.Tensor):
@@ -217,7 +180,7 @@ class Metrics:
                 if value.is_floating_point() or value.is_complex():
                     raise ValueError(f"{name} must be an integer or bool tensor, got {value.dtype}")
             else:
-                _check_int(name, value)
+                check_int(name, value)
         if isinstance(lengths, torch.Tensor):
             if lengths.dim() != 1:
                 raise ValueError(f"lengths must be a 1-D tensor, got shape {tuple(lengths.shape)}")
@@ -231,12 +194,17 @@ class Metrics:
         else:
             if done_mask is not None:
                 raise ValueError("done_mask needs lengths as a tensor")
-            lengths = [_check_int("lengths[i]", v) for v in lengths]
+            lengths = [check_int("lengths[i]", v) for v in lengths]
 
         with self._lock:
             acc = self._episodes.setdefault((actor, opponent), _EpisodeCounts())
             hist = self._episode_length.setdefault(opponent, DeviceHistogram(EPISODE_LENGTH_BUCKETS))
         tensors = [v for v in counts if isinstance(v, torch.Tensor)]
+        if any(t.device != tensors[0].device for t in tensors):
+            raise ValueError(
+                "wins, draws and losses tensors must be on one device, got "
+                + ", ".join(str(t.device) for t in tensors)
+            )
         if tensors:
             device = tensors[0].device
             key = stream_key(device)
@@ -245,9 +213,12 @@ class Metrics:
                 event = torch.cuda.Event() if device.type == "cuda" else None
                 slot = acc.device.setdefault(key, (torch.zeros(3, dtype=torch.int64, device=device), event))
             total, event = slot
-            for i, value in enumerate(counts):
-                if isinstance(value, torch.Tensor):
-                    total[i].add_(value.reshape(()).to(device=device, dtype=torch.int64))
+            if len(tensors) == 3:  # the usual case: one kernel for all three counts
+                total.add_(torch.stack([v.reshape(()).to(torch.int64) for v in counts]))
+            else:
+                for i, value in enumerate(counts):
+                    if isinstance(value, torch.Tensor):
+                        total[i].add_(value.reshape(()).to(torch.int64))
             if event is not None:
                 event.record(torch.cuda.current_stream(device))
         host = [v for v in counts if not isinstance(v, torch.Tensor)]
@@ -265,11 +236,11 @@ class Metrics:
     # ---- learner ------------------------------------------------------------------------
     def observe_batch_wait(self, seconds: float) -> None:
         """Record how long the learner waited for a ready batch."""
-        self._batch_wait.observe(_check_seconds("seconds", seconds))
+        self._batch_wait.observe(check_seconds("seconds", seconds))
 
     def add_learner_samples(self, n: int) -> None:
         """Count samples (agent-steps) the learner consumed."""
-        n = _check_int("n", n)
+        n = check_int("n", n)
         with self._lock:
             self._learner_samples += n
 
@@ -281,7 +252,7 @@ class Metrics:
         """
         if not isinstance(stats, Mapping):
             raise ValueError(f"stats must be a mapping of name to number, got {type(stats).__name__}")
-        policy_version = _check_int("policy_version", policy_version)
+        policy_version = check_int("policy_version", policy_version)
         clean: dict[str, float | torch.Tensor] = {}
         for key, value in stats.items():
             if not isinstance(key, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", key):
@@ -315,14 +286,14 @@ class Metrics:
             if lags.numel():
                 self._policy_lag.observe_tensor(lags)
         elif isinstance(lags, int) and not isinstance(lags, bool):
-            self._policy_lag.observe(_check_int("lag", lags))
+            self._policy_lag.observe(check_int("lag", lags))
         else:
-            self._policy_lag.observe_sequence([_check_int("lags[i]", v) for v in lags])
+            self._policy_lag.observe_sequence([check_int("lags[i]", v) for v in lags])
 
     def add_dropped_chunks(self, n: int, reason: str = "stale") -> None:
         """Count chunks the learner dropped (e.g. ``stale``: older than the policy-lag bound)."""
-        n = _check_int("n", n)
-        reason = _check_label("reason", reason)
+        n = check_int("n", n)
+        reason = check_label("reason", reason)
         with self._lock:
             self._dropped[reason] = self._dropped.get(reason, 0) + n
 
@@ -331,7 +302,7 @@ class Metrics:
         """Count bytes copied between host and device (``"h2d"`` or ``"d2h"``)."""
         if direction not in COPY_DIRECTIONS:
             raise ValueError(f"direction must be one of {COPY_DIRECTIONS}, got {direction!r}")
-        n = _check_int("n", n)
+        n = check_int("n", n)
         with self._lock:
             self._copy_bytes[direction] += n
 
