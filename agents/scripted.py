@@ -54,9 +54,9 @@ class ScriptedAgent(BaseAgent):
         self._tables: MissileTables | None = None
 
     def tables(self) -> MissileTables:
-        """The missile tables for this agent's sim config, on its device (built lazily)."""
+        """The missile tables for this agent's sim config, float32 on its device (built lazily)."""
         if self._tables is None or self._tables.times_s.device != self.device:
-            self._tables = _cached_tables(self.sim_config).to(self.device)
+            self._tables = _cached_tables(self.sim_config).to(self.device, torch.float32)
         return self._tables
 
     def col(self, obs: torch.Tensor, name: str) -> torch.Tensor:

@@ -135,6 +135,9 @@ def test_reach_features_from_observations(tables):
     assert f.own_reach_straight_m.tolist() == pytest.approx([expected] * 2, rel=1e-4)
     assert f.enemy_reach_straight_m.tolist() == pytest.approx([expected] * 2, rel=1e-4)
     assert bool((f.own_reach_escape_m < f.own_reach_straight_m).all())
+    # 28 km head-on: inside the straight-flight reach (43.5 km); turning away (reach about
+    # 19.6 km) still escapes a launch now.
+    assert bool(f.enemy_in_own_reach.all()) and bool(f.own_escape_possible.all())
     assert torch.allclose(own_reach_straight(obs, sim.layout, tables), f.own_reach_straight_m)
     with pytest.raises(ValueError, match="obs must have shape"):
         reach_features(obs[:, :5], sim.layout, tables)
