@@ -14,6 +14,7 @@ step can be replayed from a CUDA graph, see :mod:`actors.cuda_graph`); the slot'
 from __future__ import annotations
 
 import contextlib
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +53,22 @@ class StepTargets:
         """Copy every field from ``other`` (same shapes)."""
         for name in self.__dataclass_fields__:
             getattr(self, name).copy_(getattr(other, name))
+
+
+class _Staging:
+    """A device-side twin of a host-memory slot: same field names, same storage() layout."""
+
+    def __init__(self, slot: Any, device: torch.device):
+        self.spec = slot.spec
+        self._storage = {k: torch.zeros_like(v, device=device) for k, v in slot.storage().items()}
+        for name, t in self._storage.items():
+            setattr(self, name, t)
+        self.terminated = self._storage["terminated_bytes"].view(torch.bool)
+        self.truncated = self._storage["truncated_bytes"].view(torch.bool)
+
+    def storage(self) -> dict[str, Tensor]:
+        """Every tensor by name, matching the slot's ``storage()``."""
+        return self._storage
 
 
 class SimActor:
@@ -115,10 +132,18 @@ class SimActor:
             self._actions = torch.zeros(num_envs, 2, 3, dtype=action_dtype, device=self.device)
             self.stats = EpisodeStats(num_envs, rollout_len, learning_side, self.device)
         self._graph = None
+        self.graph_error = ""
+        """Why CUDA graph capture was not used, if it was asked for and failed."""
         if cuda_graph and self.cuda:
             from actors.cuda_graph import CapturedStep
 
-            self._graph = CapturedStep(self)
+            try:
+                self._graph = CapturedStep(self)
+            except Exception as exc:  # capture is an optimisation: fall back to eager, loudly
+                self.graph_error = f"{type(exc).__name__}: {exc}"
+                warnings.warn(f"actor {actor_id}: CUDA graph capture failed, stepping eagerly: "
+                              f"{self.graph_error}", RuntimeWarning, stacklevel=2)
+        self._staging: Any = None
 
     # ------------------------------------------------------------------ properties
     @property
@@ -215,21 +240,32 @@ class SimActor:
         with self._on_stream(), span(f"actor:{self.actor_id}:rollout"):
             if self.stream is not None and slot.read_event is not None:
                 self.stream.wait_event(slot.read_event)
+            # A slot in host memory (pinned ring) is written through a device-side staging
+            # chunk and copied out once, non-blocking, instead of a blocking copy per step.
+            target = slot if slot.obs.device == self.device else self._staging_for(slot)
             self.stats.begin_chunk()
             for t in range(self.rollout_len):
                 if self.chunks_written == self.fail_at_chunk and t == self.rollout_len // 2:
                     raise InjectedFault(
                         f"actor {self.actor_id}: injected fault in chunk {self.chunks_written}, step {t}"
                     )
-                targets = self.slot_targets(slot, t)
+                targets = self.slot_targets(target, t)
                 if self._graph is not None:
                     self._graph.replay_into(targets)
                 else:
                     self.step_into(targets)
-            slot.next_values.copy_(self.policy.get_value(self._obs[:, self.side]))
+            target.next_values.copy_(self.policy.get_value(self._obs[:, self.side]))
+            if target is not slot:
+                for name, src in target.storage().items():
+                    slot.storage()[name].copy_(src, non_blocking=True)
             if self.stream is not None and slot.written_event is not None:
                 slot.written_event.record(self.stream)
         self.chunks_written += 1
+
+    def _staging_for(self, slot: Any) -> _Staging:
+        if self._staging is None or self._staging.spec != slot.spec:
+            self._staging = _Staging(slot, self.device)
+        return self._staging
 
     def check_errors(self) -> None:
         """Raise a deferred sim error (bad actions); one host read, at chunk boundaries."""

@@ -48,21 +48,25 @@ class CapturedStep:
         rng_state = torch.cuda.get_rng_state(dev)
         stream = actor.stream
         stream.wait_stream(torch.cuda.current_stream(dev))
-        with torch.cuda.stream(stream), torch.no_grad():
-            for _ in range(WARMUP_STEPS):
-                actor.step_into(self.static)
-            self.graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.graph, stream=stream):
-                actor.step_into(self.static)
-            # Back to the state eager stepping would start from.
-            actor.sim.reseed(actor.sim.seed)
-            actor._obs.copy_(actor.sim.reset())
-            everyone = torch.ones(B, dtype=torch.bool, device=dev)
-            actor.opponent.reset(everyone)
-            actor.reward.reset(everyone)
-            actor.stats.reset()
-        stream.synchronize()
-        torch.cuda.set_rng_state(rng_state, dev)
+        try:
+            with torch.cuda.stream(stream), torch.no_grad():
+                for _ in range(WARMUP_STEPS):
+                    actor.step_into(self.static)
+                self.graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(self.graph, stream=stream):
+                    actor.step_into(self.static)
+        finally:
+            # Back to the state eager stepping would start from (also when capture failed and
+            # the actor falls back to eager).
+            with torch.cuda.stream(stream), torch.no_grad():
+                actor.sim.reseed(actor.sim.seed)
+                actor._obs.copy_(actor.sim.reset())
+                everyone = torch.ones(B, dtype=torch.bool, device=dev)
+                actor.opponent.reset(everyone)
+                actor.reward.reset(everyone)
+                actor.stats.reset()
+            stream.synchronize()
+            torch.cuda.set_rng_state(rng_state, dev)
 
     def replay_into(self, targets: StepTargets) -> None:
         """Replay one decision step and copy its outputs into ``targets`` (on the current stream)."""
