@@ -189,3 +189,28 @@ def test_catalog_is_well_formed() -> None:
         assert spec.name.startswith("midrange_")
         assert spec.kind in ("counter", "gauge", "histogram", "info")
         assert not spec.name.endswith("_total"), "the _total suffix is added by the counter type"
+
+
+def test_real_ring_is_exported_with_exact_accounting() -> None:
+    from pipeline.ring import RolloutRing, SlotSpec
+
+    ring = RolloutRing(SlotSpec(rollout_len=2, num_envs=3, obs_dim=4, action_dim=3), num_slots=2)
+    m = Metrics()
+    m.watch_ring(ring)
+    for _ in range(3):  # the third chunk reuses a slot
+        slot = ring.acquire_write(0)
+        ring.commit(slot, policy_version=0)
+        ring.release(ring.acquire_read(1))
+    held = ring.acquire_write(1)  # one slot WRITING at scrape time
+    values = {}
+    for family in text_string_to_metric_families(exposition(m).decode()):
+        for s in family.samples:
+            values[(s.name, tuple(s.labels.values()))] = s.value
+    stats = ring.stats()
+    assert values[("midrange_ring_capacity_slots", ())] == 2
+    assert values[("midrange_ring_slots", ("writing",))] == 1
+    assert values[("midrange_ring_slots", ("free",))] == 1
+    assert values[("midrange_ring_slot_reuses_total", ())] == stats.reuses >= 1
+    assert values[("midrange_ring_produced_samples_total", ())] == 18
+    assert values[("midrange_ring_consumed_samples_total", ())] == 18
+    ring.abort(held)
