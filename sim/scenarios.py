@@ -69,10 +69,21 @@ def uniform_batch(
     seed: int, env_index: torch.Tensor, episode_index: torch.Tensor, draw_index: int
 ) -> torch.Tensor:
     """U[0, 1) draws (float64) for int64 tensors of environment and episode indices."""
-    h = hash32_t(torch.full_like(env_index, hash32(seed)) ^ (env_index & _MASK32))
+    h = hash32_t((env_index & _MASK32) ^ hash32(seed))
     h = hash32_t(h ^ (episode_index & _MASK32))
     h = hash32_t(h ^ (draw_index & _MASK32))
     return (h >> 8).to(torch.float64) / float(1 << 24)
+
+
+def uniforms_batch(
+    seed: int, env_index: torch.Tensor, episode_index: torch.Tensor, num_draws: int, dtype: torch.dtype
+) -> torch.Tensor:
+    """All ``num_draws`` draws at once, ``[M, num_draws]`` in ``dtype`` (exact: 24-bit values)."""
+    h = hash32_t((env_index & _MASK32) ^ hash32(seed))
+    h = hash32_t(h ^ (episode_index & _MASK32)).unsqueeze(-1)
+    draws = torch.arange(num_draws, dtype=torch.int64, device=env_index.device)
+    h = hash32_t(h ^ draws)
+    return (h >> 8).to(dtype) * (1.0 / float(1 << 24))
 
 
 @dataclass
@@ -120,21 +131,27 @@ def initial_conditions(
 
 
 def initial_conditions_batch(
-    config: SimConfig, seed: int, env_index: torch.Tensor, episode_index: torch.Tensor
+    config: SimConfig,
+    seed: int,
+    env_index: torch.Tensor,
+    episode_index: torch.Tensor,
+    dtype: torch.dtype = torch.float64,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Positions ``[M, 2, 2]``, headings ``[M, 2]`` and speeds ``[M, 2]`` (float64) for
+    """Positions ``[M, 2, 2]``, headings ``[M, 2]`` and speeds ``[M, 2]`` in ``dtype`` for
     environments ``env_index`` at episodes ``episode_index`` (both int64 ``[M]``)."""
     m = env_index.shape[0]
     dev = env_index.device
     if config.scenario == "head_on":
         half = config.head_on_separation_m / 2
-        pos = torch.tensor([[-half, 0.0], [half, 0.0]], dtype=torch.float64, device=dev)
-        heading = torch.tensor([0.0, math.pi], dtype=torch.float64, device=dev)
-        speed = torch.full((2,), config.head_on_speed_mps, dtype=torch.float64, device=dev)
-        return pos.expand(m, 2, 2).clone(), heading.expand(m, 2).clone(), speed.expand(m, 2).clone()
+        pos = torch.tensor([[-half, 0.0], [half, 0.0]], dtype=dtype, device=dev)
+        heading = torch.tensor([0.0, math.pi], dtype=dtype, device=dev)
+        speed = torch.full((2,), config.head_on_speed_mps, dtype=dtype, device=dev)
+        return pos.expand(m, 2, 2), heading.expand(m, 2), speed.expand(m, 2)
+
+    draws = uniforms_batch(seed, env_index, episode_index, NUM_DRAWS, dtype)
 
     def u(k: int) -> torch.Tensor:
-        return uniform_batch(seed, env_index, episode_index, k)
+        return draws[:, k]
 
     lo, hi = config.spawn_separation_m
     sep = lo + (hi - lo) * u(DRAW_SEPARATION)

@@ -1,0 +1,219 @@
+"""The batched duel simulator: N independent environments stepped together on any torch device."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from sim.actions import ActionChecker, check_action_tensor
+from sim.config import SimConfig
+from sim.kernels import DecisionAccumulators, decision_physics
+from sim.layout import ObsLayout
+from sim.observe import build_obs
+from sim.scenarios import initial_conditions_batch
+from sim.state import SimState
+
+
+@dataclass
+class StepResult:
+    """What one decision step returns. Every tensor is a preallocated buffer that the next step
+    overwrites: clone what you keep."""
+
+    obs: torch.Tensor  # [N, 2, D] after auto-reset
+    final_obs: torch.Tensor  # [N, 2, D] before auto-reset (== obs where not done)
+    reward: torch.Tensor  # [N, 2] outcome reward per side (a transposed view: not contiguous)
+    terminated: torch.Tensor  # [N] bool
+    truncated: torch.Tensor  # [N] bool
+    done: torch.Tensor  # [N] bool
+    winner: torch.Tensor  # [N] int64: -1 running, 0 red, 1 blue, 2 draw
+    end_reason: torch.Tensor  # [N] int64: see sim.kernels.END_REASONS
+    episode_steps: torch.Tensor  # [N] int64 decision steps of the (ended) episode
+    launches: torch.Tensor  # [N, 2] int64 launches in this decision step
+    hits: torch.Tensor  # [N, 2] int64 hits scored in this decision step
+
+
+class BatchedSim:
+    """``num_envs`` duels in lockstep, each auto-resetting on its own.
+
+    Args:
+        num_envs: number of environments N.
+        config: the model and interface settings (validated).
+        device: any torch device.
+        seed: initial conditions of environment i's k-th episode are a pure function of
+            ``(seed, i, k)``.
+        compile: fuse the physics step and the decision's closing with ``torch.compile``
+            (same results as eager).
+    """
+
+    def __init__(
+        self,
+        num_envs: int,
+        config: SimConfig | None = None,
+        device: str | torch.device = "cpu",
+        seed: int = 0,
+        compile: bool = False,
+    ) -> None:
+        if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+            raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
+        if config is None:
+            config = SimConfig()
+        if not isinstance(config, SimConfig):
+            raise ValueError(f"config must be a SimConfig, got {type(config).__name__}")
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise ValueError(f"seed must be an integer, got {seed!r}")
+        self.num_envs = num_envs
+        self.config = config
+        self.device = torch.device(device)
+        if self.device.type == "cuda" and self.device.index is None:
+            self.device = torch.device("cuda", torch.cuda.current_device())
+        self.layout = ObsLayout.from_config(config)
+        self.obs_dim = self.layout.size
+        self.dtype = getattr(torch, config.dtype)
+        self.compiled = compile
+        # Data-dependent shortcuts (skip resets when nothing ended) need a host read; only the
+        # eager CPU path takes them, where a read costs nothing.
+        self._branchless = compile or self.device.type != "cpu"
+        self._seed = seed
+        self._started = False
+
+        n, d = num_envs, self.obs_dim
+        self.state = SimState.allocate(n, config, self.device)
+        self._acc = DecisionAccumulators.allocate(n, self.dtype, self.device)
+        self._env_index = torch.arange(n, dtype=torch.int64, device=self.device)
+        self._obs = torch.zeros(n, 2, d, dtype=self.dtype, device=self.device)
+        self._final_obs = torch.zeros_like(self._obs)
+        self._episode_steps = torch.zeros(n, dtype=torch.int64, device=self.device)
+        self._checker = ActionChecker(self.device, enabled=config.check_actions)
+        self._result = StepResult(
+            obs=self._obs, final_obs=self._final_obs, reward=self._acc.reward.t(),
+            terminated=self._acc.terminated, truncated=self._acc.truncated, done=self._acc.done,
+            winner=self._acc.winner, end_reason=self._acc.end_reason,
+            episode_steps=self._episode_steps, launches=self._acc.launches.t(),
+            hits=self._acc.hits.t(),
+        )
+        self._physics: Callable[..., None] = decision_physics
+        self._observe: Callable[..., torch.Tensor] = build_obs
+        if compile:
+            self._physics = torch.compile(decision_physics, dynamic=False, fullgraph=True)
+            self._observe = torch.compile(build_obs, dynamic=False, fullgraph=True)
+
+    # ------------------------------------------------------------------ episodes
+
+    @property
+    def seed(self) -> int:
+        return self._seed
+
+    def reseed(self, seed: int) -> None:
+        """Use a new seed; the next :meth:`reset` starts every environment at episode 0."""
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise ValueError(f"seed must be an integer, got {seed!r}")
+        self._seed = seed
+        self._started = False
+
+    def reset(self, env_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Start new episodes in the masked environments (all if None) and return the
+        observations of every environment, ``[N, 2, D]`` (a buffer the next step overwrites).
+
+        Unmasked environments are left bit-identical.
+        """
+        n = self.num_envs
+        if env_mask is None or not self._started:
+            mask = torch.ones(n, dtype=torch.bool, device=self.device)
+        else:
+            if not isinstance(env_mask, torch.Tensor) or env_mask.dtype != torch.bool:
+                raise ValueError("env_mask must be a bool tensor")
+            if tuple(env_mask.shape) != (n,):
+                raise ValueError(f"env_mask must have shape ({n},), got {tuple(env_mask.shape)}")
+            if env_mask.device != self.device:
+                raise ValueError(f"env_mask must be on device {self.device}, got {env_mask.device}")
+            mask = env_mask
+        if not self._started:
+            self.state.episode_index.zero_()
+            self._started = True
+        else:
+            self.state.episode_index.add_(mask.long())
+        self._reset_envs(mask)
+        self._obs.copy_(torch.where(mask.view(n, 1, 1), self._observe(self.state, self.config), self._obs))
+        return self._obs
+
+    def _reset_envs(self, mask: torch.Tensor) -> None:
+        if self._branchless:
+            self._write_initial(mask, self._env_index)
+            return
+        idx = mask.nonzero().squeeze(-1)
+        if idx.numel():
+            self._write_initial(None, idx)
+
+    def _write_initial(self, mask: torch.Tensor | None, idx: torch.Tensor) -> None:
+        """New-episode state for the environments in ``idx`` (if ``mask`` is None) or, without
+        any data-dependent shape, for those where ``mask`` is set (``idx`` then spans all)."""
+        cfg, s = self.config, self.state
+        episode = s.episode_index[idx] if mask is None else s.episode_index
+        pos, heading, speed = initial_conditions_batch(cfg, self._seed, idx, episode, self.dtype)
+        new = {
+            "f_px": pos[..., 0].t(), "f_py": pos[..., 1].t(),
+            "f_vx": (speed * torch.cos(heading)).t(), "f_vy": (speed * torch.sin(heading)).t(),
+            "f_throttle": 1.0, "f_rudder": 0.0, "f_alive": True, "f_ammo": cfg.missiles_per_fighter,
+            "f_since_launch": cfg.cooldown_steps, "f_fire_req": False,
+            "m_active": False, "m_px": 0.0, "m_py": 0.0, "m_vx": 0.0, "m_vy": 0.0,
+            "m_rudder": 0.0, "m_steps": 0, "physics_steps": 0, "decision_steps": 0,
+        }
+        for name, value in new.items():
+            target = getattr(s, name)
+            if isinstance(value, torch.Tensor):
+                value = value.to(target.dtype)
+            if mask is None:
+                target[..., idx] = value
+            else:
+                if not isinstance(value, torch.Tensor):
+                    value = torch.tensor(value, dtype=target.dtype, device=self.device)
+                target.copy_(torch.where(mask, value, target))
+
+    # ------------------------------------------------------------------ stepping
+
+    def step(self, actions: torch.Tensor) -> StepResult:
+        """Advance every environment by one decision step (``physics_steps_per_decision``
+        physics steps) and auto-reset the ones that ended.
+
+        ``actions`` is ``[N, 2, 3]``: int64 indices in discrete mode, floats in continuous
+        mode (see sim/RULES.md). Raises ``ValueError`` on a wrong shape, dtype or device, and on
+        NaN or out-of-range values (on CUDA at the next :meth:`check_errors`).
+        """
+        if not self._started:
+            raise RuntimeError("call reset() before step()")
+        cfg, s, acc = self.config, self.state, self._acc
+        check_action_tensor(actions, self.num_envs, self.device, cfg.action_mode)
+        if cfg.action_mode == "discrete":
+            rudder, throttle, fire = self._checker.discrete(actions)
+        else:
+            rudder, throttle, fire = self._checker.continuous(actions)
+        s.f_rudder.copy_(rudder.t())
+        s.f_throttle.copy_(throttle.t())
+        s.f_fire_req.copy_(fire.t())
+        self._physics(s, acc, cfg)
+        self._final_obs.copy_(self._observe(s, cfg))
+        self._episode_steps.copy_(s.decision_steps)
+        done = acc.done
+        n = self.num_envs
+        if self._branchless:
+            s.episode_index.add_(done.long())
+            self._write_initial(done, self._env_index)
+            self._obs.copy_(torch.where(done.view(n, 1, 1), self._observe(s, cfg), self._final_obs))
+        else:
+            self._obs.copy_(self._final_obs)
+            idx = done.nonzero().squeeze(-1)
+            if idx.numel():
+                s.episode_index[idx] += 1
+                self._write_initial(None, idx)
+                self._obs[idx] = self._observe(s, cfg)[idx]
+        return self._result
+
+    def check_errors(self) -> None:
+        """Raise any deferred action error (CUDA: one host read; call at chunk boundaries)."""
+        self._checker.raise_if_bad()
+
+    @property
+    def physics_steps_per_decision(self) -> int:
+        return self.config.physics_steps_per_decision
