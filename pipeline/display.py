@@ -33,6 +33,10 @@ class Progress:
     """Mean lag of the chunks consumed in the last interval (versions)."""
     win_rate: float
     """Wins per finished episode over the recent window, against ``opponent``."""
+    draw_rate: float
+    """Draws (time limit, mutual kills, ammunition out) per finished episode, same window."""
+    loss_rate: float
+    """Losses per finished episode, same window."""
     episodes: int
     """Episodes finished in the recent window."""
     opponent: str
@@ -47,7 +51,8 @@ class Progress:
             f"[{self.mode}] {self.elapsed_s:6.1f}s steps {self.agent_steps}/{self.total_steps} "
             f"({self.agent_steps_per_s:,.0f}/s) updates {self.updates} ({self.updates_per_s:.2f}/s) "
             f"v{self.policy_version} lag {self.policy_lag_mean:.2f} "
-            f"win {self.win_rate:.1%} of {self.episodes} vs {self.opponent} "
+            f"win/draw/loss {self.win_rate:.1%}/{self.draw_rate:.1%}/{self.loss_rate:.1%} of "
+            f"{self.episodes} vs {self.opponent} "
             f"ring ready {self.ring_ready} free {self.ring_free} dropped {self.dropped_chunks} "
             f"failures {self.actor_failures}"
         )
@@ -103,6 +108,7 @@ class RichDisplay(Display):
         table.add_row("policy version", str(p.policy_version))
         table.add_row("policy lag", f"{p.policy_lag_mean:.2f}")
         table.add_row(f"win rate vs {p.opponent}", f"{p.win_rate:.1%} ({p.episodes} episodes)")
+        table.add_row("draws / losses", f"{p.draw_rate:.1%} / {p.loss_rate:.1%}")
         table.add_row("ring ready / free", f"{p.ring_ready} / {p.ring_free}")
         table.add_row("dropped chunks", str(p.dropped_chunks))
         table.add_row("actor failures", str(p.actor_failures))

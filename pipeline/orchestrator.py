@@ -180,10 +180,15 @@ class Orchestrator:
         return path
 
     # ------------------------------------------------------------------ progress
-    def recent_win_rate(self) -> tuple[float, int]:
-        """Win rate and episode count over the recent window."""
+    def recent_outcomes(self) -> tuple[float, float, float, int]:
+        """Win, draw and loss rates and the episode count over the recent window."""
+        n = self._recent_episodes
+        if not n:
+            return 0.0, 0.0, 0.0, 0
         wins = sum(r.wins for r in self._recent)
-        return (wins / self._recent_episodes if self._recent_episodes else 0.0), self._recent_episodes
+        draws = sum(r.draws for r in self._recent)
+        losses = sum(r.losses for r in self._recent)
+        return wins / n, draws / n, losses / n, n
 
     def progress(self, mode: str) -> Progress:
         """A snapshot for the display; rates over the interval since the previous one."""
@@ -194,7 +199,7 @@ class Orchestrator:
         self._last_report = (now, steps, updates)
         lags = self.learner_side.lags[self._last_lag_index:]
         self._last_lag_index = len(self.learner_side.lags)
-        win_rate, episodes = self.recent_win_rate()
+        win_rate, draw_rate, loss_rate, episodes = self.recent_outcomes()
         self.win_history.append((steps, win_rate, episodes))
         ring = self.ring.stats()
         return Progress(
@@ -204,7 +209,8 @@ class Orchestrator:
             updates_per_s=(updates - updates0) / dt,
             policy_version=self.parts.learner.policy_version,
             policy_lag_mean=sum(lags) / len(lags) if lags else 0.0,
-            win_rate=win_rate, episodes=episodes, opponent=self.config.actors.opponent,
+            win_rate=win_rate, draw_rate=draw_rate, loss_rate=loss_rate, episodes=episodes,
+            opponent=self.config.actors.opponent,
             ring_ready=ring.ready, ring_free=ring.free, dropped_chunks=ring.dropped_chunks,
             actor_failures=self.failures,
         )
