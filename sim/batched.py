@@ -9,7 +9,7 @@ import torch
 
 from sim.actions import ActionChecker, check_action_tensor
 from sim.config import SimConfig
-from sim.kernels import DecisionAccumulators, decision_physics
+from sim.kernels import DecisionAccumulators, finish_decision, physics_substep
 from sim.layout import ObsLayout
 from sim.observe import build_obs
 from sim.scenarios import initial_conditions_batch
@@ -93,10 +93,14 @@ class BatchedSim:
             episode_steps=self._episode_steps, launches=self._acc.launches.t(),
             hits=self._acc.hits.t(),
         )
-        self._physics: Callable[..., None] = decision_physics
+        # One physics step is the compiled unit: the decision loops over it, so compile time
+        # does not grow with the number of substeps.
+        self._substep: Callable[..., None] = physics_substep
+        self._finish: Callable[..., None] = finish_decision
         self._observe: Callable[..., torch.Tensor] = build_obs
         if compile:
-            self._physics = torch.compile(decision_physics, dynamic=False, fullgraph=True)
+            self._substep = torch.compile(physics_substep, dynamic=False, fullgraph=True)
+            self._finish = torch.compile(finish_decision, dynamic=False, fullgraph=True)
             self._observe = torch.compile(build_obs, dynamic=False, fullgraph=True)
 
     # ------------------------------------------------------------------ episodes
@@ -192,7 +196,10 @@ class BatchedSim:
         s.f_rudder.copy_(rudder.t())
         s.f_throttle.copy_(throttle.t())
         s.f_fire_req.copy_(fire.t())
-        self._physics(s, acc, cfg)
+        acc.begin()
+        for _ in range(cfg.physics_steps_per_decision):
+            self._substep(s, acc, cfg)
+        self._finish(s, acc, cfg)
         self._final_obs.copy_(self._observe(s, cfg))
         self._episode_steps.copy_(s.decision_steps)
         done = acc.done

@@ -190,10 +190,3 @@ def finish_decision(s: SimState, acc: DecisionAccumulators, cfg: SimConfig) -> N
     acc.reward[0].copy_(red - blue)
     acc.reward[1].copy_(blue - red)
 
-
-def decision_physics(s: SimState, acc: DecisionAccumulators, cfg: SimConfig) -> None:
-    """All physics steps of one decision, then its closing (the unit ``torch.compile`` fuses)."""
-    acc.begin()
-    for _ in range(cfg.physics_steps_per_decision):
-        physics_substep(s, acc, cfg)
-    finish_decision(s, acc, cfg)

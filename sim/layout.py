@@ -149,7 +149,7 @@ class ObsLayout:
         if extra:
             parts.append(f"new now: {', '.join(extra[:5])}{' ...' if len(extra) > 5 else ''}")
         if not missing and not extra and s_names != c_names:
-            first = next(i for i, (a, b) in enumerate(zip(s_names, c_names)) if a != b)
+            first = next(i for i, (a, b) in enumerate(zip(s_names, c_names, strict=False)) if a != b)
             parts.append(f"order differs from index {first} ({s_names[first]} vs {c_names[first]})")
         if saved.get("scales") != current.get("scales"):
             parts.append(f"scales {saved.get('scales')} != {current.get('scales')}")

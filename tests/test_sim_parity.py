@@ -60,7 +60,7 @@ def _compare_state(sim: BatchedSim, refs: list[ReferenceSim], step: int) -> None
 def _compare_obs(obs: torch.Tensor, ref_obs: list[list[float]], names: tuple[str, ...], where: str) -> None:
     for side in range(2):
         row = obs[side].tolist()
-        for j, (a, b) in enumerate(zip(row, ref_obs[side])):
+        for j, (a, b) in enumerate(zip(row, ref_obs[side], strict=True)):
             assert abs(a - b) <= REL * max(1.0, abs(b)), f"{where} side {side} obs {names[j]}: {a} vs {b}"
 
 
