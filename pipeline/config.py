@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import sys
 import types
 import typing
@@ -61,6 +62,10 @@ class RunConfig:
     """How many numbered checkpoints to keep besides ``latest.pt``."""
     eval_episodes: int = 64
     """Episodes per scripted opponent in the end-of-run evaluation; 0 skips it."""
+    actor_threads: int | None = None
+    """Worker threads running actor chunks in async mode; None: on CPU one per core left after
+    the learner's (CPU-bound threads beyond the cores only fight over the GIL), on CUDA one
+    per actor (threads there only enqueue work)."""
     max_actor_failures: int = 3
     """Actor crashes tolerated in total before the run stops with an error."""
     debug: bool = False
@@ -231,6 +236,8 @@ def validate(config: PipelineConfig) -> None:
     for name in ("log_interval_s", "checkpoint_interval_s"):
         if getattr(run, name) <= 0:
             raise ConfigError(f"run.{name} must be > 0, got {getattr(run, name)}")
+    if run.actor_threads is not None and run.actor_threads < 1:
+        raise ConfigError(f"run.actor_threads must be >= 1, got {run.actor_threads}")
     for name in ("keep_checkpoints", "max_actor_failures"):
         if getattr(run, name) < 1:
             raise ConfigError(f"run.{name} must be >= 1, got {getattr(run, name)}")
@@ -322,9 +329,14 @@ def resolve(config: PipelineConfig, device: str) -> PipelineConfig:
             "or the learner could never fill a batch"
         )
     compile_sim = config.run.compile_sim if config.run.compile_sim is not None else cuda
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    actor_threads = config.run.actor_threads or (
+        actors.count if cuda else max(1, min(actors.count, cores - 1))
+    )
     resolved = dataclasses.replace(
         config,
-        run=dataclasses.replace(config.run, device=device, total_steps=total, compile_sim=compile_sim),
+        run=dataclasses.replace(config.run, device=device, total_steps=total, compile_sim=compile_sim,
+                                actor_threads=actor_threads),
         actors=dataclasses.replace(actors, envs_per_actor=envs, rollout_len=rollout),
         ring=dataclasses.replace(config.ring, slots=slots),
         learner=dataclasses.replace(config.learner, slots_per_batch=spb),

@@ -54,7 +54,8 @@ def _install_signals(orch: Orchestrator, add: Callable[[int, Callable[[], None]]
 
 
 # ---------------------------------------------------------------------------- async
-async def _actor_task(orch: Orchestrator, actor_id: int) -> None:
+async def _actor_task(orch: Orchestrator, actor_id: int, pool: concurrent.futures.Executor) -> None:
+    loop = asyncio.get_running_loop()
     cuda = orch.parts.device.type == "cuda"
     while orch.claim():
         start = time.perf_counter()
@@ -65,7 +66,7 @@ async def _actor_task(orch: Orchestrator, actor_id: int) -> None:
             return
         orch.metrics.observe_slot_wait(actor_id, time.perf_counter() - start)
         try:
-            await asyncio.to_thread(orch.write_chunk, actor_id, slot)
+            await loop.run_in_executor(pool, orch.write_chunk, actor_id, slot)
             if cuda and slot.written_event is not None:
                 await wait_event(slot.written_event)
             orch.finish_chunk(actor_id, slot)
@@ -74,12 +75,13 @@ async def _actor_task(orch: Orchestrator, actor_id: int) -> None:
             await asyncio.to_thread(orch.restart_actor, actor_id)
 
 
-async def _learner_task(orch: Orchestrator) -> None:
+async def _learner_task(orch: Orchestrator, pool: concurrent.futures.Executor) -> None:
+    loop = asyncio.get_running_loop()
     side = orch.learner_side
     try:
         while not orch.stop_requested:
             slots = await side.collect_async()
-            await asyncio.to_thread(orch.train, slots)
+            await loop.run_in_executor(pool, orch.train, slots)
     except RingClosed:
         pass
 
@@ -93,12 +95,14 @@ async def _reporter_task(orch: Orchestrator, mode: str) -> None:
 async def run_async(orch: Orchestrator) -> None:
     """Drive the run with overlapping actor and learner tasks on the running event loop."""
     loop = asyncio.get_running_loop()
-    workers = orch.config.actors.count + 2
-    loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(workers, "pipeline"))
+    # Separate pools: the learner's thread never queues behind actor chunks, and actor chunks
+    # run on at most ``run.actor_threads`` threads (see RunConfig.actor_threads).
+    actor_pool = concurrent.futures.ThreadPoolExecutor(orch.config.run.actor_threads, "actor")
+    learner_pool = concurrent.futures.ThreadPoolExecutor(1, "learner")
     _install_signals(orch, lambda sig, fn: loop.add_signal_handler(sig, fn, sig))
-    actors = [asyncio.create_task(_actor_task(orch, i), name=f"actor:{i}")
+    actors = [asyncio.create_task(_actor_task(orch, i, actor_pool), name=f"actor:{i}")
               for i in range(orch.config.actors.count)]
-    learner = asyncio.create_task(_learner_task(orch), name="learner")
+    learner = asyncio.create_task(_learner_task(orch, learner_pool), name="learner")
     reporter = asyncio.create_task(_reporter_task(orch, "async"), name="reporter")
     try:
         pending: set[asyncio.Task[None]] = {*actors, learner}
@@ -119,6 +123,8 @@ async def run_async(orch: Orchestrator) -> None:
         raise
     finally:
         reporter.cancel()
+        actor_pool.shutdown(wait=False)
+        learner_pool.shutdown(wait=False)
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)

@@ -219,3 +219,10 @@ class Orchestrator:
         """Update the display if the interval passed (or ``force``)."""
         if force or time.perf_counter() - self._last_report[0] >= self.config.run.log_interval_s:
             self.display.update(self.progress(mode))
+            stats = self.learner_side.last_stats
+            if stats:
+                keys = ("loss_policy", "loss_value", "entropy", "approx_kl", "clip_fraction",
+                        "explained_variance", "learning_rate", "return_mean")
+                self.log.info("learner: %s", " ".join(
+                    f"{k}={float(stats[k]):.4g}" for k in keys if k in stats
+                ))

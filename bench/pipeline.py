@@ -1,0 +1,98 @@
+"""End-to-end pipeline throughput: async (overlapping actors and learner) against sync.
+
+Both modes run the real ``pipeline.launch`` with identical settings in this one process, in
+alternating order, and the figure is agent-steps (decisions of the learning fighter) per second
+of wall time from the first chunk to the last update, drain included. The sync mode is the
+baseline; the ratio is async / sync.
+
+    python bench/pipeline.py --quick          # under a minute on a laptop CPU
+    python bench/pipeline.py --device cuda    # GPU-sized defaults
+
+The last line is ``RESULT key=value ...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pipeline.cli import parse_config  # noqa: E402
+from pipeline.components import pick_device  # noqa: E402
+from pipeline.config import resolve  # noqa: E402
+from pipeline.launch import run  # noqa: E402
+
+
+def measure(argv: list[str], sync: bool, run_dir: Path) -> tuple[float, int, float]:
+    """One run; returns (agent-steps/s, agent-steps, wall seconds)."""
+    flags = [*argv, "--run-dir", str(run_dir)] + (["--sync"] if sync else [])
+    config = parse_config(flags)
+    config = resolve(config, pick_device(config.run.device))
+    result = run(config)
+    if result.exit_code != 0:
+        raise SystemExit(f"run in {run_dir} failed with exit code {result.exit_code}")
+    s = result.ring
+    assert s.produced_samples == s.consumed_samples + s.dropped_samples + s.in_flight_samples
+    return result.agent_steps / result.wall_s, result.agent_steps, result.wall_s
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse the command line, run both modes, print the table and the RESULT line."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="one short run per mode (< 1 min on CPU)")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--actors", type=int, default=4)
+    p.add_argument("--envs-per-actor", type=int, default=None)
+    p.add_argument("--rollout-len", type=int, default=None)
+    p.add_argument("--total-steps", type=int, default=None, help="agent-steps per run")
+    p.add_argument("--repeats", type=int, default=None, help="runs per mode (median reported)")
+    p.add_argument("--opponent", default="crank")
+    args = p.parse_args(argv)
+    device = pick_device(args.device)
+    cuda = device.startswith("cuda")
+    envs = args.envs_per_actor or (8192 if cuda else 64)
+    rollout = args.rollout_len or (32 if cuda else 16)
+    chunk_round = args.actors * envs * rollout
+    if args.total_steps:
+        total = args.total_steps
+    elif cuda:
+        total = chunk_round * (20 if args.quick else 100)
+    else:
+        total = chunk_round * (8 if args.quick else 40)
+    repeats = args.repeats or (1 if args.quick else 3)
+    common = [
+        "--device", device, "--actors", str(args.actors), "--envs-per-actor", str(envs),
+        "--rollout-len", str(rollout), "--total-steps", str(total), "--opponent", args.opponent,
+        "--display", "none", "--set", "run.eval_episodes=0",
+    ]
+    rates: dict[str, list[float]] = {"sync": [], "async": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(repeats):
+            # Alternate the order so neither mode always runs on a warmer machine.
+            order = ("sync", "async") if r % 2 == 0 else ("async", "sync")
+            for mode in order:
+                rate, steps, wall = measure(common, mode == "sync", Path(tmp) / f"{mode}{r}")
+                rates[mode].append(rate)
+                print(f"{mode:>5} run {r}: {steps:,} agent-steps in {wall:.2f}s = {rate:,.0f} agent-steps/s",
+                      flush=True)
+    sync_rate = statistics.median(rates["sync"])
+    async_rate = statistics.median(rates["async"])
+    ratio = async_rate / sync_rate
+    print(f"device {device}, {args.actors} actors x {envs} envs x {rollout} steps, opponent "
+          f"{args.opponent}, {total:,} agent-steps per run, median of {repeats}")
+    print(f"sync  {sync_rate:,.0f} agent-steps/s (baseline)")
+    print(f"async {async_rate:,.0f} agent-steps/s  ratio async/sync {ratio:.2f}x")
+    print(
+        f"RESULT device={device.split(':')[0]} actors={args.actors} envs_per_actor={envs} "
+        f"rollout_len={rollout} total_steps={total} repeats={repeats} "
+        f"sync_agent_steps_per_s={sync_rate:.0f} async_agent_steps_per_s={async_rate:.0f} "
+        f"ratio={ratio:.3f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
