@@ -1,8 +1,8 @@
 """Learning evidence in our simulator: PPO flies red against the ``straight`` opponent.
 
 Blue flies straight at full throttle and never fires (constant discrete action ``(1, 2, 0)``);
-the learner flies red from ``obs[:, 0]`` with the sim's outcome reward (+1 win, −1 loss, 0 draw),
-optionally the ``shaped`` reward preset. The baseline, measured in the same run, is a uniformly
+the learner flies red from ``obs[:, 0]`` with the ``shaped`` reward (the sim's outcome +1 win, −1 loss, 0 draw, plus small
+aim and closing terms and a cost per launch, here 0.05) or the outcome alone (``--reward outcome``). The baseline, measured in the same run, is a uniformly
 random red policy on the same scenario; ratios are trained / random.
 
 Scenarios:
@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from learner import ActionSpec, PPOConfig, PPOLearner, RolloutBatch
 from rewards import make_reward
 from rewards.base import step_info
+from rewards.presets import ShapedConfig, ShapedReward
 from sim import BatchedSim, SimConfig
 
 BLUE_STRAIGHT = (1, 2, 0)  # rudder 0, full throttle, never fire
@@ -107,6 +108,10 @@ def main() -> None:
     parser.add_argument("--budget-s", type=float, default=480.0, help="training wall-clock budget")
     parser.add_argument("--scenario", default="long", choices=("default", "long"))
     parser.add_argument("--reward", default="shaped", help="rewards.make_reward spec: outcome | shaped")
+    parser.add_argument("--launch-cost", type=float, default=0.05,
+                        help="shaped reward: cost per own launch (the preset's 0.01 learns to hold fire "
+                             "too slowly; see bench/RESULTS.md); negative: the preset's own value")
+    parser.add_argument("--lr", type=float, default=3e-4, help="initial learning rate (annealed to 0)")
     parser.add_argument("--envs", type=int, default=128)
     parser.add_argument("--steps", type=int, default=32, help="rollout length T per update")
     parser.add_argument("--window", type=int, default=500, help="episodes in the reported win rate")
@@ -126,9 +131,12 @@ def main() -> None:
 
     sim = BatchedSim(n, sim_config, seed=args.seed)
     layout = sim.layout
-    reward_fn = make_reward(args.reward, "cpu", layout=layout)
+    if args.reward == "shaped" and args.launch_cost >= 0:
+        reward_fn = ShapedReward("cpu", ShapedConfig(launch_cost=args.launch_cost), layout=layout)
+    else:
+        reward_fn = make_reward(args.reward, "cpu", layout=layout)
     est_updates = max(int(budget / 0.5), 10)  # the schedule's length; the budget decides when to stop
-    cfg = PPOConfig(hidden_sizes=(128, 128), learning_rate=3e-4, total_updates=est_updates,
+    cfg = PPOConfig(hidden_sizes=(128, 128), learning_rate=args.lr, total_updates=est_updates,
                     num_minibatches=4, update_epochs=4, gamma=0.995, gae_lambda=0.95,
                     entropy_coef=0.005, seed=args.seed)
     learner = PPOLearner(cfg, sim.obs_dim, ActionSpec.for_sim(sim_config), obs_layout=layout.metadata())

@@ -44,14 +44,14 @@ class _Workspace:
     epoch_kl: Tensor
 
 
-def _make_optimizer(params: list[torch.nn.Parameter], config: PPOConfig, device: torch.device) -> torch.optim.Adam:
+def _make_optimizer(params: list[torch.nn.Parameter], config: PPOConfig) -> torch.optim.Adam:
     if config.fused_adam:
         try:
             return torch.optim.Adam(params, lr=config.learning_rate, eps=config.adam_eps, fused=True)
         except (RuntimeError, TypeError, ValueError):
             pass  # this device/dtype has no fused kernel: fall back to the foreach implementation
-    return torch.optim.Adam(params, lr=config.learning_rate, eps=config.adam_eps,
-                            foreach=device.type != "cpu" or None)
+    # foreach=None lets torch pick the multi-tensor kernel wherever the device supports it.
+    return torch.optim.Adam(params, lr=config.learning_rate, eps=config.adam_eps, foreach=None)
 
 
 class PPOLearner:
@@ -83,7 +83,7 @@ class PPOLearner:
         self.policy = policy.to(self.device)
         broadcast_module(self.policy)
         self._params = [p for p in self.policy.parameters() if p.requires_grad]
-        self.optimizer = _make_optimizer(self._params, config, self.device)
+        self.optimizer = _make_optimizer(self._params, config)
         self._reducer = GradientAllReducer(self._params)
         self._generator = torch.Generator(device=self.device)
         self._generator.manual_seed(config.seed * 7919 + rank())
