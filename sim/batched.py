@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -72,9 +73,10 @@ class BatchedSim:
         self.obs_dim = self.layout.size
         self.dtype = getattr(torch, config.dtype)
         self.compiled = compile
-        # Data-dependent shortcuts (skip resets when nothing ended) need a host read; only the
-        # eager CPU path takes them, where a read costs nothing.
-        self._branchless = compile or self.device.type != "cpu"
+        # Data-dependent shortcuts (reset only the environments that ended) need a host read;
+        # only CPU runs take them, where a read costs nothing. On accelerators every step is
+        # branchless, so it never syncs and can be captured in a CUDA graph.
+        self._branchless = self.device.type != "cpu"
         self._seed = seed
         self._started = False
 
@@ -101,7 +103,9 @@ class BatchedSim:
         if compile:
             self._substep = torch.compile(physics_substep, dynamic=False, fullgraph=True)
             self._finish = torch.compile(finish_decision, dynamic=False, fullgraph=True)
-            self._observe = torch.compile(build_obs, dynamic=False, fullgraph=True)
+            self._observe = torch.compile(
+                functools.partial(build_obs, fused=True), dynamic=False, fullgraph=True
+            )
 
     # ------------------------------------------------------------------ episodes
 
@@ -214,7 +218,8 @@ class BatchedSim:
             if idx.numel():
                 s.episode_index[idx] += 1
                 self._write_initial(None, idx)
-                self._obs[idx] = self._observe(s, cfg)[idx]
+                # Only the few environments that ended need new observations.
+                self._obs[idx] = build_obs(s.select(idx), cfg)
         return self._result
 
     def check_errors(self) -> None:

@@ -20,24 +20,42 @@ def _norm(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return torch.clamp(torch.sqrt(x * x + y * y), min=NORM_EPS)
 
 
-def _nearest(key: torch.Tensor, active: torch.Tensor, count: int, fields: list[torch.Tensor]) -> torch.Tensor:
+def _nearest(
+    key: torch.Tensor, active: torch.Tensor, count: int, fields: list[torch.Tensor], fused: bool
+) -> torch.Tensor:
     """Fields ``[2, count · F, N]`` (entry-major) of the ``count`` active slots with the smallest
-    key (ties by slot index: a stable sort); entries past the number of active slots are zero.
+    key (ties by slot index); entries past the number of active slots are zero.
 
-    ``key``, ``active`` and every field are ``[2, M, N]``.
+    ``key``, ``active`` and every field are ``[2, M, N]``. Two exact implementations: a stable
+    sort and a gather (fewest eager kernels), or ranks from pairwise comparisons and a masked
+    sum over the M slots (pure elementwise work that ``torch.compile`` fuses into one loop).
     """
     k = torch.where(active, key, torch.full_like(key, float("inf")))
-    order = torch.sort(k, dim=1, stable=True).indices[:, :count]  # [2, count, N]
-    table = torch.stack(fields, dim=2)  # [2, M, F, N]
-    index = order.unsqueeze(2).expand(-1, -1, table.shape[2], -1)
-    picked = torch.gather(table, 1, index)  # [2, count, F, N]
-    present = torch.gather(active, 1, order).unsqueeze(2)
-    picked = torch.where(present, picked, torch.zeros_like(picked))
-    return picked.flatten(1, 2)
+    if not fused:
+        order = torch.sort(k, dim=1, stable=True).indices[:, :count]  # [2, count, N]
+        table = torch.stack(fields, dim=2)  # [2, M, F, N]
+        index = order.unsqueeze(2).expand(-1, -1, table.shape[2], -1)
+        picked = torch.gather(table, 1, index)  # [2, count, F, N]
+        present = torch.gather(active, 1, order).unsqueeze(2)
+        return torch.where(present, picked, torch.zeros_like(picked)).flatten(1, 2)
+    m = key.shape[1]
+    ki, kj = k.unsqueeze(2), k.unsqueeze(1)  # [2, M, 1, N], [2, 1, M, N]
+    idx = torch.arange(m, device=key.device)
+    j_first = (idx.view(1, m) < idx.view(m, 1)).view(1, m, m, 1)  # [i, j]: j < i
+    rank = ((kj < ki) | ((kj == ki) & j_first)).sum(2)  # [2, M, N]
+    out = []
+    zero = torch.zeros_like(key)
+    for c in range(count):
+        sel = (rank == c) & active
+        out.extend(torch.where(sel, f, zero).sum(1) for f in fields)
+    return torch.stack(out, dim=1)
 
 
-def build_obs(state: SimState, config: SimConfig) -> torch.Tensor:
-    """Observations ``[N, 2, D]``: ``[:, s]`` is side ``s``'s view (see sim/layout.py)."""
+def build_obs(state: SimState, config: SimConfig, fused: bool = False) -> torch.Tensor:
+    """Observations ``[N, 2, D]``: ``[:, s]`` is side ``s``'s view (see sim/layout.py).
+
+    ``fused`` picks the missile-selection form meant for ``torch.compile`` (same values).
+    """
     s = state
     dtype = s.f_px.dtype
     half = config.arena_half_width_m
@@ -97,7 +115,8 @@ def build_obs(state: SimState, config: SimConfig) -> torch.Tensor:
         dist,
         in_active,
         config.obs_incoming_missiles,
-        [
+        fused=fused,
+        fields=[
             torch.ones_like(dist),
             dist / RANGE_SCALE_M,
             -(dx * onx + dy * ony) / dist,
@@ -118,7 +137,8 @@ def build_obs(state: SimState, config: SimConfig) -> torch.Tensor:
         qd,
         s.m_active,
         config.obs_own_missiles,
-        [
+        fused=fused,
+        fields=[
             torch.ones_like(qd),
             qd / RANGE_SCALE_M,
             _norm(s.m_vx, s.m_vy) / MISSILE_SPEED_SCALE_MPS,

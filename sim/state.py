@@ -72,6 +72,10 @@ class SimState:
         """A deep copy (for snapshots and tests)."""
         return SimState(**{k: v.clone() for k, v in self.tensors().items()})
 
+    def select(self, env_idx: torch.Tensor) -> SimState:
+        """A copy holding only the environments ``env_idx`` (environment is the last dim)."""
+        return SimState(**{k: v[..., env_idx] for k, v in self.tensors().items()})
+
     def copy_(self, other: SimState) -> None:
         """Overwrite this state in place with ``other``'s values."""
         for name, tensor in self.tensors().items():
