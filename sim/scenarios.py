@@ -142,11 +142,13 @@ def initial_conditions_batch(
     m = env_index.shape[0]
     dev = env_index.device
     if config.scenario == "head_on":
+        # Built with fills, not from host data, so it is safe inside CUDA graph capture.
         half = config.head_on_separation_m / 2
-        pos = torch.tensor([[-half, 0.0], [half, 0.0]], dtype=dtype, device=dev)
-        heading = torch.tensor([0.0, math.pi], dtype=dtype, device=dev)
-        speed = torch.full((2,), config.head_on_speed_mps, dtype=dtype, device=dev)
-        return pos.expand(m, 2, 2), heading.expand(m, 2), speed.expand(m, 2)
+        side = torch.arange(2, device=dev).to(dtype).expand(m, 2)  # 0 red, 1 blue
+        pos = torch.stack([(2 * side - 1) * half, torch.zeros_like(side)], dim=-1)
+        heading = side * math.pi
+        speed = torch.full((m, 2), config.head_on_speed_mps, dtype=dtype, device=dev)
+        return pos, heading, speed
 
     draws = uniforms_batch(seed, env_index, episode_index, NUM_DRAWS, dtype)
 

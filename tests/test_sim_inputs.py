@@ -125,3 +125,24 @@ def test_compiled_step_matches_eager() -> None:
         else:
             assert torch.equal(other, tensor), name
     assert ended > 0
+
+
+def test_branchless_step_equals_the_data_dependent_step() -> None:
+    # The branchless form is what runs on accelerators; check it on the CPU against the default.
+    n = 48
+    plain = BatchedSim(n, seed=5, config=SimConfig(max_time_s=20.0))
+    masked = BatchedSim(n, seed=5, config=SimConfig(max_time_s=20.0), branchless=True)
+    assert torch.equal(plain.reset(), masked.reset())
+    gen = torch.Generator().manual_seed(2)
+    resets = 0
+    for _ in range(80):
+        a = torch.stack([torch.randint(0, 3, (n, 2), generator=gen),
+                         torch.randint(0, 3, (n, 2), generator=gen),
+                         (torch.rand(n, 2, generator=gen) < 0.2).long()], dim=-1)
+        op, om = plain.step(a), masked.step(a)
+        assert torch.equal(op.obs, om.obs)
+        assert torch.equal(op.final_obs, om.final_obs)
+        resets += int(op.done.sum())
+    for name, tensor in plain.state.tensors().items():
+        assert torch.equal(tensor, masked.state.tensors()[name]), name
+    assert resets > n
