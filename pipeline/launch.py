@@ -193,6 +193,11 @@ def _finish(config: PipelineConfig, parts, orch, display, log: logging.Logger, s
         f"actor waits {s.write_wait_s:.2f}s, learner waits {s.read_wait_s:.2f}s",
         f"checkpoint: {ckpt}",
     ]
+    actor_busy, learner_busy, both = orch.overlap()
+    if wall > 0:
+        orch.metrics.set_overlap_ratio(min(both / wall, 1.0))
+        lines.insert(2, f"busy: actors {actor_busy:.1f}s, learner {learner_busy:.1f}s, both at once "
+                        f"{both:.1f}s ({both / wall:.0%} of wall)")
     if orch.win_history:
         first = next((w for w in orch.win_history if w[2] > 0), orch.win_history[0])
         last = orch.win_history[-1]

@@ -71,6 +71,8 @@ class Orchestrator:
         self._last_lag_index = 0
         self._last_checkpoint_t = self.start_time
         self.checkpoint_path: Path | None = None
+        self.busy: dict[str, list[tuple[float, float]]] = {"actor": [], "learner": []}
+        """Host intervals (perf_counter) of actor chunks and learner updates."""
         self.win_history: list[tuple[int, float, int]] = []
         """(agent-steps, recent win rate, recent episodes) at every report."""
 
@@ -103,8 +105,12 @@ class Orchestrator:
     def write_chunk(self, actor_id: int, slot: RingSlot) -> None:
         """Blocking part of a chunk: pick up new weights, then roll out into ``slot``."""
         actor = self.parts.actors[actor_id]
-        actor.sync_weights(self.parts.publisher)
-        actor.rollout(slot)
+        start = time.perf_counter()
+        try:
+            actor.sync_weights(self.parts.publisher)
+            actor.rollout(slot)
+        finally:
+            self.busy["actor"].append((start, time.perf_counter()))
 
     def finish_chunk(self, actor_id: int, slot: RingSlot) -> ChunkResult:
         """After the chunk's work completed: check, commit, count (host reads: chunk boundary)."""
@@ -158,7 +164,11 @@ class Orchestrator:
     # ------------------------------------------------------------------ learner
     def train(self, slots: list[RingSlot]) -> None:
         """One update on ``slots`` (blocking), and a periodic checkpoint."""
-        self.learner_side.train_on(slots)
+        start = time.perf_counter()
+        try:
+            self.learner_side.train_on(slots)
+        finally:
+            self.busy["learner"].append((start, time.perf_counter()))
         if time.perf_counter() - self._last_checkpoint_t >= self.config.run.checkpoint_interval_s:
             self.save_checkpoint()
 
@@ -178,6 +188,14 @@ class Orchestrator:
         self.log.info("checkpoint %s (policy version %d, %d agent-steps)", path,
                       self.parts.learner.policy_version, self.agent_steps)
         return path
+
+    def overlap(self) -> tuple[float, float, float]:
+        """Seconds the actors were busy, the learner was busy, and both at once (host time:
+        on CUDA this is enqueue time, the device view comes from a profiler trace)."""
+        from monitoring.overlap import intersect, length, union
+
+        actor, learner = union(self.busy["actor"]), union(self.busy["learner"])
+        return length(actor), length(learner), length(intersect(actor, learner))
 
     # ------------------------------------------------------------------ progress
     def recent_outcomes(self) -> tuple[float, float, float, int]:
