@@ -116,10 +116,12 @@ class RichDisplay(Display):
 
     def message(self, text: str) -> None:
         self.logger.info(text)
-        self.console.print(text)
+        self.console.print(text, soft_wrap=True, markup=False, highlight=False)
 
     def close(self) -> None:
-        self.live.stop()
+        if self.live.is_started:
+            self.live.stop()
+            self.console.print()
 
 
 def make_display(kind: str, logger: logging.Logger) -> Display:
