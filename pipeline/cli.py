@@ -44,6 +44,7 @@ FLAG_KEYS: dict[str, str] = {
     "time_scale": "sim.time_scale",
     "max_policy_lag": "learner.max_policy_lag",
     "slots_per_batch": "learner.slots_per_batch",
+    "metrics_port": "run.metrics_port",
 }
 
 
@@ -75,6 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-dir", help="run directory (default runs/<UTC timestamp>)")
     p.add_argument("--resume", help="checkpoint file or run directory to resume from")
     p.add_argument("--max-policy-lag", type=int, help="drop chunks more than this many versions old")
+    p.add_argument("--metrics-port", type=int,
+                   help="serve Prometheus metrics on this port (0: any free port; default off)")
     p.add_argument("--display", choices=DISPLAYS, help="live display (default auto)")
     p.add_argument("--debug", action="store_true", default=None,
                    help="fill ring slots with a magic value and check every chunk")

@@ -66,6 +66,8 @@ class RunConfig:
     """Worker threads running actor chunks in async mode; None: on CPU one per core left after
     the learner's (CPU-bound threads beyond the cores only fight over the GIL), on CUDA one
     per actor (threads there only enqueue work)."""
+    metrics_port: int = -1
+    """Serve Prometheus metrics on this port (-1: off; 0: any free port)."""
     max_actor_failures: int = 3
     """Actor crashes tolerated in total before the run stops with an error."""
     debug: bool = False
@@ -236,6 +238,8 @@ def validate(config: PipelineConfig) -> None:
     for name in ("log_interval_s", "checkpoint_interval_s"):
         if getattr(run, name) <= 0:
             raise ConfigError(f"run.{name} must be > 0, got {getattr(run, name)}")
+    if not -1 <= run.metrics_port <= 65535:
+        raise ConfigError(f"run.metrics_port must be -1 (off) or a port 0..65535, got {run.metrics_port}")
     if run.actor_threads is not None and run.actor_threads < 1:
         raise ConfigError(f"run.actor_threads must be >= 1, got {run.actor_threads}")
     for name in ("keep_checkpoints", "max_actor_failures"):

@@ -130,6 +130,12 @@ def run(config: PipelineConfig) -> RunResult:
     metrics = Metrics()
     metrics.watch_ring(parts.ring)
     display = make_display(config.run.display, log)
+    exporter = None
+    if config.run.metrics_port >= 0:
+        from monitoring import start_exporter
+
+        exporter = start_exporter(metrics, port=config.run.metrics_port, port_fallback=True)
+        display.message(f"metrics: {exporter.url}")
     mode = "sync" if config.run.sync else "async"
     display.message(
         f"run {run_dir} · {mode} · {config.run.device} · {config.actors.count} actors × "
@@ -157,6 +163,8 @@ def run(config: PipelineConfig) -> RunResult:
             exit_code = 1
         finally:
             display.close()
+            if exporter is not None:
+                exporter.close()
             # From here on (final checkpoint, summary, evaluation) an interrupt means "now".
             for sig in previous:
                 signal.signal(sig, _exit_now)

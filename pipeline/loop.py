@@ -161,6 +161,8 @@ def run_sync(orch: Orchestrator) -> None:
                 slot = orch.ring.acquire_write(actor_id)
                 try:
                     orch.write_chunk(actor_id, slot)
+                    if slot.written_event is not None:
+                        slot.written_event.synchronize()  # in turn: the chunk completes first
                     orch.finish_chunk(actor_id, slot)
                 except RunFailed:
                     raise

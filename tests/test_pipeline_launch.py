@@ -131,3 +131,10 @@ def test_resume_continues_counts_and_version(tmp_path):
     assert second.agent_steps == 8 * CHUNK
     assert second.ring.produced_chunks == 4  # only the remaining budget was produced
     assert torch.load(second.checkpoint, weights_only=True)["policy_version"] == version + second.updates
+
+
+def test_metrics_exporter_serves_during_the_run(tmp_path):
+    config = small_config(tmp_path, "--metrics-port", "0", steps=2 * CHUNK)
+    result = run(config)
+    assert result.exit_code == 0
+    assert "metrics: http://127.0.0.1:" in (result.run_dir / "run.log").read_text()
