@@ -131,6 +131,14 @@ class Orchestrator:
     def actor_failed(self, actor_id: int, slot: RingSlot | None, exc: BaseException) -> None:
         """Log the traceback, give the half-written slot back (counted dropped), count the
         failure; raise :class:`RunFailed` past the limit. The caller then restarts the actor."""
+        stream = getattr(self.parts.actors[actor_id], "stream", None)
+        if stream is not None:
+            # Kernels enqueued before the exception may still write into the slot: let them
+            # finish before the slot can be handed to another actor.
+            try:
+                stream.synchronize()
+            except RuntimeError:
+                self.log.exception("actor %d: stream synchronize failed after its error", actor_id)
         if slot is not None and slot.state == SlotState.WRITING:
             self.ring.abort(slot)
             self.metrics.add_dropped_chunks(1, "actor_failure")
