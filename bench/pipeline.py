@@ -21,10 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline.cli import parse_config  # noqa: E402
-from pipeline.components import pick_device  # noqa: E402
-from pipeline.config import resolve  # noqa: E402
-from pipeline.launch import run  # noqa: E402
+from pipeline.cli import parse_config
+from pipeline.components import pick_device
+from pipeline.config import resolve
+from pipeline.launch import run
 
 
 def measure(argv: list[str], sync: bool, run_dir: Path) -> tuple[float, int, float]:
