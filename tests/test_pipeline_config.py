@@ -11,6 +11,7 @@ from pipeline.config import (
     PipelineConfig,
     apply_override,
     from_dict,
+    load_toml,
     parse_value,
     resolve,
     to_toml,
@@ -34,11 +35,11 @@ def test_resolve_fills_device_defaults():
     assert (r.actors.envs_per_actor, r.actors.rollout_len, r.run.total_steps) == (3, 5, 7)
 
 
-def test_toml_round_trip_of_a_resolved_config():
-    import tomllib
-
+def test_toml_round_trip_of_a_resolved_config(tmp_path):
     config = resolve(from_dict({"sim": {"time_scale": 2.0}, "ppo": {"hidden_sizes": [8, 8]}}), "cpu")
-    again = from_dict(tomllib.loads(to_toml(config.to_dict())))
+    path = tmp_path / "c.toml"
+    path.write_text(to_toml(config.to_dict()))
+    again = from_dict(load_toml(path))
     assert again.sim == config.sim and again.run == config.run and again.actors == config.actors
     assert again.ppo == {"hidden_sizes": [8, 8]}
 
