@@ -58,7 +58,11 @@ class Launch:
         return code
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, pytest.param(signal.SIGTERM, marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "sig",
+    [pytest.param(signal.SIGINT, id="SIGINT"),
+     pytest.param(signal.SIGTERM, id="SIGTERM", marks=pytest.mark.slow)],
+)
 def test_signal_stops_with_checkpoint_and_run_resumes(tmp_path, sig):
     run_dir = tmp_path / "run"
     launch = Launch(run_dir)
