@@ -1,8 +1,9 @@
 """Learning evidence in our simulator: PPO flies red against the ``straight`` opponent.
 
 Blue flies straight at full throttle and never fires (constant discrete action ``(1, 2, 0)``);
-the learner flies red from ``obs[:, 0]`` with the ``shaped`` reward (the sim's outcome +1 win, −1 loss, 0 draw, plus small
-aim and closing terms and a cost per launch, here 0.05) or the outcome alone (``--reward outcome``). The baseline, measured in the same run, is a uniformly
+the learner flies red from ``obs[:, 0]`` with the ``shaped`` reward (the sim's outcome +1 win,
+−1 loss, 0 draw, plus small aim and closing terms and a cost per launch, here 0.05) or the
+outcome alone (``--reward outcome``). The baseline, measured in the same run, is a uniformly
 random red policy on the same scenario; ratios are trained / random.
 
 Scenarios:
