@@ -276,12 +276,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> dict:
     """Run the evaluation described by ``argv``; prints the table and returns the JSON payload."""
-    args = build_parser().parse_args(argv)
+    with torch.no_grad():  # scoped: callers in the same process keep autograd
+        return _main(build_parser().parse_args(argv))
+
+
+def _main(args: argparse.Namespace) -> dict:
     if (args.agent is None) == (args.round_robin is None):
         raise SystemExit("give exactly one of --agent or --round-robin")
     if args.episodes < 1:
         raise SystemExit(f"--episodes must be >= 1, got {args.episodes}")
-    torch.set_grad_enabled(False)
     sim_config = SimConfig(scenario=args.scenario)
     dt = sim_config.decision_dt_s
     common = {
