@@ -197,23 +197,23 @@ def test_prometheus_scrapes_pipeline_launch(tmp_path: Path) -> None:
     ).stdout
     if "--metrics-port" not in help_text:
         pytest.skip("pipeline.launch has no --metrics-port flag yet")
-    port = _free_port()
     cmd = [sys.executable, "-m", "pipeline.launch", "--actors", "2", "--device", "cpu",
            "--envs-per-actor", "16", "--rollout-len", "8", "--total-steps", "100000000",
-           "--display", "none", "--run-dir", str(tmp_path / "run"),
-           "--metrics-addr", "127.0.0.1", "--metrics-port", str(port)]
+           "--display", "plain", "--run-dir", str(tmp_path / "run"), "--metrics-port", "0"]
+    if "--metrics-addr" in help_text:
+        cmd += ["--metrics-addr", "127.0.0.1"]
     profiled = "--profile" in help_text
     if profiled:
         cmd.append("--profile")
     run = _start_run(cmd, cwd=tmp_path)
     prom = None
     try:
-        prom = PrometheusServer(tmp_path, f"127.0.0.1:{port}")
+        url = _wait_for_metrics_url(run)  # the launcher's first line names its exporter
+        prom = PrometheusServer(tmp_path, url.removeprefix("http://").removesuffix("/metrics"))
         # Without --profile there is no overlap measurement to show.
         _assert_dashboard_has_data(prom, run, skip=set() if profiled else {"midrange_overlap_ratio"})
         assert float(prom.query("sum(midrange_actor_agent_steps_total)")[0]["value"][1]) > 0
-        check = subprocess.run([PROMTOOL, "check", "metrics"], input=_get(f"http://127.0.0.1:{port}/metrics"),
-                               capture_output=True, timeout=60)
+        check = subprocess.run([PROMTOOL, "check", "metrics"], input=_get(url), capture_output=True, timeout=60)
         assert check.returncode == 0, (check.stdout + check.stderr).decode()
     finally:
         if prom is not None:
