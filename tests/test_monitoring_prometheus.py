@@ -202,9 +202,12 @@ def test_prometheus_scrapes_pipeline_launch(tmp_path: Path) -> None:
            "--display", "plain", "--run-dir", str(tmp_path / "run"), "--metrics-port", "0"]
     if "--metrics-addr" in help_text:
         cmd += ["--metrics-addr", "127.0.0.1"]
-    profiled = "--profile" in help_text
+    # --profile as a plain switch, or taking a count of learner iterations.
+    flag = re.search(r"--profile(?:[ =](\[)?([A-Z_]+))?", help_text)
+    profiled = flag is not None and (flag.group(2) is None or flag.group(1) is not None
+                                     or flag.group(2) in ("N", "ITERATIONS", "ITERS", "STEPS"))
     if profiled:
-        cmd.append("--profile")
+        cmd += ["--profile"] if flag.group(2) is None or flag.group(1) else ["--profile", "2"]
     run = _start_run(cmd, cwd=tmp_path)
     prom = None
     try:
