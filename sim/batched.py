@@ -10,7 +10,7 @@ import torch
 
 from sim.actions import ActionChecker, check_action_tensor
 from sim.config import SimConfig
-from sim.kernels import DecisionAccumulators, finish_decision, physics_substep
+from sim.kernels import DecisionAccumulators, finish_decision, substep_events, substep_move
 from sim.layout import ObsLayout
 from sim.observe import build_obs
 from sim.scenarios import initial_conditions_batch
@@ -87,7 +87,7 @@ class BatchedSim:
 
         n, d = num_envs, self.obs_dim
         self.state = SimState.allocate(n, config, self.device)
-        self._acc = DecisionAccumulators.allocate(n, self.dtype, self.device)
+        self._acc = DecisionAccumulators.allocate(n, config.missiles_per_fighter, self.dtype, self.device)
         self._env_index = torch.arange(n, dtype=torch.int64, device=self.device)
         self._obs = torch.zeros(n, 2, d, dtype=self.dtype, device=self.device)
         self._final_obs = torch.zeros_like(self._obs)
@@ -100,13 +100,15 @@ class BatchedSim:
             episode_steps=self._episode_steps, launches=self._acc.launches.t(),
             hits=self._acc.hits.t(),
         )
-        # One physics step is the compiled unit: the decision loops over it, so compile time
-        # does not grow with the number of substeps.
-        self._substep: Callable[..., None] = physics_substep
+        # The two halves of one physics step are the compiled units: the decision loops over
+        # them, so compile time does not grow with the number of substeps.
+        self._move: Callable[..., None] = substep_move
+        self._events: Callable[..., None] = substep_events
         self._finish: Callable[..., None] = finish_decision
         self._observe: Callable[..., torch.Tensor] = build_obs
         if compile:
-            self._substep = torch.compile(physics_substep, dynamic=False, fullgraph=True)
+            self._move = torch.compile(substep_move, dynamic=False, fullgraph=True)
+            self._events = torch.compile(substep_events, dynamic=False, fullgraph=True)
             self._finish = torch.compile(finish_decision, dynamic=False, fullgraph=True)
             self._observe = torch.compile(
                 functools.partial(build_obs, fused=True), dynamic=False, fullgraph=True
@@ -207,7 +209,8 @@ class BatchedSim:
         s.f_fire_req.copy_(fire.t())
         acc.begin()
         for _ in range(cfg.physics_steps_per_decision):
-            self._substep(s, acc, cfg)
+            self._move(s, acc, cfg)
+            self._events(s, acc, cfg)
         self._finish(s, acc, cfg)
         self._final_obs.copy_(self._observe(s, cfg))
         self._episode_steps.copy_(s.decision_steps)

@@ -35,9 +35,10 @@ class DecisionAccumulators:
     launches: torch.Tensor  # [2, N] int64
     hits: torch.Tensor  # [2, N] int64
     reward: torch.Tensor  # [2, N] float
+    missile_hit: torch.Tensor  # [2, M, N] bool scratch: which missiles hit in this physics step
 
     @classmethod
-    def allocate(cls, n: int, dtype: torch.dtype, device: torch.device) -> DecisionAccumulators:
+    def allocate(cls, n: int, m: int, dtype: torch.dtype, device: torch.device) -> DecisionAccumulators:
         b = torch.zeros(n, dtype=torch.bool, device=device)
         i = torch.zeros(n, dtype=torch.int64, device=device)
         return cls(
@@ -46,6 +47,7 @@ class DecisionAccumulators:
             launches=torch.zeros(2, n, dtype=torch.int64, device=device),
             hits=torch.zeros(2, n, dtype=torch.int64, device=device),
             reward=torch.zeros(2, n, dtype=dtype, device=device),
+            missile_hit=torch.zeros(2, m, n, dtype=torch.bool, device=device),
         )
 
     def begin(self) -> None:
@@ -59,10 +61,19 @@ class DecisionAccumulators:
 
 
 def physics_substep(s: SimState, acc: DecisionAccumulators, cfg: SimConfig) -> None:
-    """One physics step for every environment still live in this decision (RULES.md order).
+    """One physics step for every environment still live in this decision (RULES.md order)."""
+    substep_move(s, acc, cfg)
+    substep_events(s, acc, cfg)
+
+
+def substep_move(s: SimState, acc: DecisionAccumulators, cfg: SimConfig) -> None:
+    """Steps 1-5 of a physics step: launch, guidance, integration, clocks and the swept hit test
+    (its per-missile result goes to ``acc.missile_hit``).
 
     Shapes: fighters ``[2, N]``, missiles ``[2, M, N]``; ``flip(0)`` swaps the sides, so
-    ``x.flip(0)[s]`` is side ``s``'s opponent.
+    ``x.flip(0)[s]`` is side ``s``'s opponent. Split from :func:`substep_events` so that the
+    compiled form materializes the integration once instead of recomputing it inside the
+    reductions that follow.
     """
     live = acc.live  # [N]
     live_f = live.unsqueeze(0)  # [1, N]
@@ -70,7 +81,7 @@ def physics_substep(s: SimState, acc: DecisionAccumulators, cfg: SimConfig) -> N
 
     # 1. Launch: lowest free slot of each side whose fighter may fire.
     free = ~s.m_active
-    first_free = free & (free.long().cumsum(1) == 1)
+    first_free = free & (free.to(torch.int32).cumsum(1) == 1)
     can = (
         s.f_fire_req & s.f_alive & (s.f_ammo > 0)
         & (s.f_since_launch >= cfg.cooldown_steps) & free.any(1) & live_f
@@ -84,9 +95,6 @@ def physics_substep(s: SimState, acc: DecisionAccumulators, cfg: SimConfig) -> N
     m_vx = torch.where(new, s.f_vx.unsqueeze(1), s.m_vx)
     m_vy = torch.where(new, s.f_vy.unsqueeze(1), s.m_vy)
     m_steps = torch.where(new, 0, s.m_steps)
-    ammo = s.f_ammo - can.long()
-    since = torch.where(can, 0, s.f_since_launch)
-    fire_req = s.f_fire_req & ~can
     acc.launches.add_(can.long())
 
     # 2. Guidance from the start-of-step state; the target of side s is fighter 1 - s.
@@ -103,41 +111,60 @@ def physics_substep(s: SimState, acc: DecisionAccumulators, cfg: SimConfig) -> N
         s.f_px, s.f_py, s.f_vx, s.f_vy, s.f_rudder, s.f_throttle * cfg.fighter.max_thrust_mps2,
         cfg.fighter, dt_f,
     )
-    burning = m_steps < cfg.burn_steps
-    thrust_m = burning.to(dtype) * cfg.missile.max_thrust_mps2
+    thrust_m = (m_steps < cfg.burn_steps).to(dtype) * cfg.missile.max_thrust_mps2
     dt_m = cfg.dt_s * steer.to(dtype)
     m_px2, m_py2, m_vx2, m_vy2 = aero_step(m_px, m_py, m_vx, m_vy, m_rudder, thrust_m, cfg.missile, dt_m)
-
-    # 4. Clocks.
-    m_steps = m_steps + steer.long()
-    since = since + live_f.long()
-    s.physics_steps.add_(live.long())
 
     # 5. Hits: closest approach during the step, relative motion linear.
     tpx2, tpy2 = f_px.flip(0).unsqueeze(1), f_py.flip(0).unsqueeze(1)
     dist2 = swept_min_dist2(m_px - tpx, m_py - tpy, m_px2 - tpx2, m_py2 - tpy2)
-    hit = steer & s.f_alive.flip(0).unsqueeze(1) & (dist2 < cfg.hit_radius_m**2)
+    acc.missile_hit.copy_(steer & s.f_alive.flip(0).unsqueeze(1) & (dist2 < cfg.hit_radius_m**2))
+
+    # 4. Clocks, and the write-back of everything moved.
+    s.m_steps.copy_(m_steps + steer.to(torch.int32))
+    s.f_since_launch.copy_(torch.where(can, 0, s.f_since_launch) + live_f.to(torch.int32))
+    s.physics_steps.add_(live.long())
+    s.f_ammo.sub_(can.to(torch.int32))
+    s.f_fire_req.logical_and_(~can)
+    s.m_active.copy_(m_active)
+    s.m_rudder.copy_(m_rudder)
+    s.f_px.copy_(f_px)
+    s.f_py.copy_(f_py)
+    s.f_vx.copy_(f_vx)
+    s.f_vy.copy_(f_vy)
+    s.m_px.copy_(m_px2)
+    s.m_py.copy_(m_py2)
+    s.m_vx.copy_(m_vx2)
+    s.m_vy.copy_(m_vy2)
+
+
+def substep_events(s: SimState, acc: DecisionAccumulators, cfg: SimConfig) -> None:
+    """Steps 5-9 of a physics step after :func:`substep_move`: hits counted, arena, destruction,
+    missile loss and the outcome."""
+    live = acc.live
+    live_f = live.unsqueeze(0)
+    hit = acc.missile_hit
     acc.hits.add_(hit.long().sum(1))
     hit_f = hit.any(1).flip(0)  # fighter s was hit by a missile of side 1 - s
 
     # 6-7. Arena and destruction.
     half = cfg.arena_half_width_m
-    out = s.f_alive & live_f & ((f_px.abs() > half) | (f_py.abs() > half))
+    out = s.f_alive & live_f & ((s.f_px.abs() > half) | (s.f_py.abs() > half))
     destroyed = hit_f | out
     alive = s.f_alive & ~destroyed
 
     # 8. Missile loss.
-    m_speed2 = m_vx2 * m_vx2 + m_vy2 * m_vy2
+    m_speed2 = s.m_vx * s.m_vx + s.m_vy * s.m_vy
     lost = (
-        ((m_steps >= cfg.burn_steps) & (m_speed2 < cfg.missile_min_speed_mps**2))
-        | (m_steps > cfg.max_flight_steps)
+        ((s.m_steps >= cfg.burn_steps) & (m_speed2 < cfg.missile_min_speed_mps**2))
+        | (s.m_steps > cfg.max_flight_steps)
         | ~alive.flip(0).unsqueeze(1)
     )
-    m_active = m_active & ~hit & ~(lost & live_f.unsqueeze(1))
+    m_active = s.m_active & ~hit & ~(lost & live_f.unsqueeze(1))
 
     # 9. Outcome.
     any_destroyed = destroyed[0] | destroyed[1]
-    all_ammo_spent = (ammo[0] == 0) & (ammo[1] == 0)
+    all_ammo_spent = (s.f_ammo[0] == 0) & (s.f_ammo[1] == 0)
     ammo_out = live & ~any_destroyed & all_ammo_spent & ~m_active.any(1).any(0)
     end_now = any_destroyed | ammo_out
     winner = torch.where(
@@ -158,23 +185,8 @@ def physics_substep(s: SimState, acc: DecisionAccumulators, cfg: SimConfig) -> N
     acc.end_reason.copy_(torch.where(end_now, reason, acc.end_reason))
     acc.terminated.logical_or_(end_now)
     acc.live.logical_and_(~end_now)
-
-    # Write back.
-    s.f_px.copy_(f_px)
-    s.f_py.copy_(f_py)
-    s.f_vx.copy_(f_vx)
-    s.f_vy.copy_(f_vy)
     s.f_alive.copy_(alive)
-    s.f_ammo.copy_(ammo)
-    s.f_since_launch.copy_(since)
-    s.f_fire_req.copy_(fire_req)
     s.m_active.copy_(m_active)
-    s.m_px.copy_(m_px2)
-    s.m_py.copy_(m_py2)
-    s.m_vx.copy_(m_vx2)
-    s.m_vy.copy_(m_vy2)
-    s.m_rudder.copy_(m_rudder)
-    s.m_steps.copy_(m_steps)
 
 
 def finish_decision(s: SimState, acc: DecisionAccumulators, cfg: SimConfig) -> None:

@@ -26,8 +26,8 @@ class SimState:
     f_throttle: torch.Tensor  # [2, N] in [0, 1]
     f_rudder: torch.Tensor  # [2, N] in [-1, 1]
     f_alive: torch.Tensor  # [2, N] bool
-    f_ammo: torch.Tensor  # [2, N] int64 missiles left
-    f_since_launch: torch.Tensor  # [2, N] int64 physics steps since the last launch
+    f_ammo: torch.Tensor  # [2, N] int32 missiles left
+    f_since_launch: torch.Tensor  # [2, N] int32 physics steps since the last launch
     f_fire_req: torch.Tensor  # [2, N] bool pending fire request of this decision
     m_active: torch.Tensor  # [2, M, N] bool
     m_px: torch.Tensor  # [2, M, N]
@@ -35,7 +35,7 @@ class SimState:
     m_vx: torch.Tensor
     m_vy: torch.Tensor
     m_rudder: torch.Tensor  # [2, M, N]
-    m_steps: torch.Tensor  # [2, M, N] int64 physics steps flown
+    m_steps: torch.Tensor  # [2, M, N] int32 physics steps flown
     physics_steps: torch.Tensor  # [N] int64 physics steps of the episode so far
     decision_steps: torch.Tensor  # [N] int64 decision steps of the episode so far
     episode_index: torch.Tensor  # [N] int64 episodes started by this environment, minus one
@@ -52,15 +52,19 @@ class SimState:
         def it(*shape: int) -> torch.Tensor:
             return torch.zeros(shape, dtype=torch.int64, device=device)
 
+        def i32(*shape: int) -> torch.Tensor:
+            # Per-slot counters are int32: half the memory traffic of int64 in every step.
+            return torch.zeros(shape, dtype=torch.int32, device=device)
+
         def bo(*shape: int) -> torch.Tensor:
             return torch.zeros(shape, dtype=torch.bool, device=device)
 
         return cls(
             f_px=fl(2, n), f_py=fl(2, n), f_vx=fl(2, n), f_vy=fl(2, n),
-            f_throttle=fl(2, n), f_rudder=fl(2, n), f_alive=bo(2, n), f_ammo=it(2, n),
-            f_since_launch=it(2, n), f_fire_req=bo(2, n),
+            f_throttle=fl(2, n), f_rudder=fl(2, n), f_alive=bo(2, n), f_ammo=i32(2, n),
+            f_since_launch=i32(2, n), f_fire_req=bo(2, n),
             m_active=bo(2, m, n), m_px=fl(2, m, n), m_py=fl(2, m, n), m_vx=fl(2, m, n),
-            m_vy=fl(2, m, n), m_rudder=fl(2, m, n), m_steps=it(2, m, n),
+            m_vy=fl(2, m, n), m_rudder=fl(2, m, n), m_steps=i32(2, m, n),
             physics_steps=it(n), decision_steps=it(n), episode_index=it(n),
         )
 
