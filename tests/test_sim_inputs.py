@@ -146,3 +146,17 @@ def test_branchless_step_equals_the_data_dependent_step() -> None:
     for name, tensor in plain.state.tensors().items():
         assert torch.equal(tensor, masked.state.tensors()[name]), name
     assert resets > n
+
+
+def test_state_and_result_buffers_are_updated_in_place() -> None:
+    sim = BatchedSim(32, seed=1, config=SimConfig(max_time_s=5.0))
+    sim.reset()
+    a = torch.ones(32, 2, 3, dtype=torch.int64)
+    out = sim.step(a)
+    pointers = {k: v.data_ptr() for k, v in sim.state.tensors().items()}
+    result = {k: getattr(out, k).data_ptr() for k in ("obs", "final_obs", "reward", "done", "winner")}
+    for _ in range(20):  # through the time limit and its auto-resets
+        again = sim.step(a)
+    assert again is out
+    assert {k: v.data_ptr() for k, v in sim.state.tensors().items()} == pointers
+    assert {k: getattr(out, k).data_ptr() for k in result} == result
