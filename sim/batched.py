@@ -108,7 +108,11 @@ class BatchedSim:
         self._observe: Callable[..., torch.Tensor] = build_obs
         if compile:
             self._move = torch.compile(substep_move, dynamic=False, fullgraph=True)
-            self._events = torch.compile(substep_events, dynamic=False, fullgraph=True)
+            # On the CPU the events phase (a few reductions over the missile slots) runs faster
+            # eagerly than as inductor's C++ (measured: bench/RESULTS.md); on accelerators
+            # compiling it saves some forty kernel launches per physics step.
+            if self.device.type != "cpu":
+                self._events = torch.compile(substep_events, dynamic=False, fullgraph=True)
             self._finish = torch.compile(finish_decision, dynamic=False, fullgraph=True)
             self._observe = torch.compile(
                 functools.partial(build_obs, fused=True), dynamic=False, fullgraph=True
