@@ -223,11 +223,14 @@ def _fmt_rate(k: int, n: int) -> str:
 
 def format_table(stats: list[MatchStats], decision_dt_s: float) -> str:
     """The win / draw / loss table as text (one row per match)."""
-    head = f"{'agent':<14} {'opponent':<14} {'n':>6}  {'win [95% CI]':<22} {'draw [95% CI]':<22} {'loss [95% CI]':<22} {'mean len':>9}"
+    # Columns as wide as the longest name, so checkpoint paths are shown whole.
+    wa = max([len("agent"), *(len(s.agent) for s in stats)])
+    wo = max([len("opponent"), *(len(s.opponent) for s in stats)])
+    head = f"{'agent':<{wa}} {'opponent':<{wo}} {'n':>6}  {'win [95% CI]':<22} {'draw [95% CI]':<22} {'loss [95% CI]':<22} {'mean len':>9}"
     rows = [head, "-" * len(head)]
     for s in stats:
         rows.append(
-            f"{s.agent:<14.14} {s.opponent:<14.14} {s.episodes:>6}  {_fmt_rate(s.wins, s.episodes):<22} "
+            f"{s.agent:<{wa}} {s.opponent:<{wo}} {s.episodes:>6}  {_fmt_rate(s.wins, s.episodes):<22} "
             f"{_fmt_rate(s.draws, s.episodes):<22} {_fmt_rate(s.losses, s.episodes):<22} "
             f"{s.mean_length_steps * decision_dt_s:>8.1f}s"
         )
@@ -236,9 +239,10 @@ def format_table(stats: list[MatchStats], decision_dt_s: float) -> str:
 
 def format_ratings(ratings: dict[str, dict[str, float]]) -> str:
     """The fitted ratings as text, best first."""
-    rows = [f"{'entrant':<24} {'elo':>7} {'± s.e.':>7}", "-" * 40]
+    w = max([len("entrant"), *(len(n) for n in ratings)])
+    rows = [f"{'entrant':<{w}} {'elo':>7} {'± s.e.':>7}", "-" * (w + 16)]
     for name, r in sorted(ratings.items(), key=lambda kv: -kv[1]["elo"]):
-        rows.append(f"{name:<24.24} {r['elo']:>7.0f} {r['stderr']:>7.0f}")
+        rows.append(f"{name:<{w}} {r['elo']:>7.0f} {r['stderr']:>7.0f}")
     return "\n".join(rows)
 
 
