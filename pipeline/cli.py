@@ -45,6 +45,8 @@ FLAG_KEYS: dict[str, str] = {
     "max_policy_lag": "learner.max_policy_lag",
     "slots_per_batch": "learner.slots_per_batch",
     "metrics_port": "run.metrics_port",
+    "metrics_addr": "run.metrics_addr",
+    "profile": "run.profile",
 }
 
 
@@ -76,8 +78,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-dir", help="run directory (default runs/<UTC timestamp>)")
     p.add_argument("--resume", help="checkpoint file or run directory to resume from")
     p.add_argument("--max-policy-lag", type=int, help="drop chunks more than this many versions old")
+    p.add_argument("--metrics-addr", help="Prometheus exporter address (default 127.0.0.1)")
     p.add_argument("--metrics-port", type=int,
-                   help="serve Prometheus metrics on this port (0: any free port; default off)")
+                   help="Prometheus exporter port (default 9400, the next free one if busy; "
+                   "0: any free port; -1: off)")
+    p.add_argument("--profile", type=int, nargs="?", const=5, metavar="ITERATIONS",
+                   help="record ITERATIONS learner iterations (default 5) with torch.profiler into "
+                   "RUN_DIR/trace.json and report actor/learner overlap")
     p.add_argument("--display", choices=DISPLAYS, help="live display (default auto)")
     p.add_argument("--debug", action="store_true", default=None,
                    help="fill ring slots with a magic value and check every chunk")

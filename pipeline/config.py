@@ -66,8 +66,15 @@ class RunConfig:
     """Worker threads running actor chunks in async mode; None: on CPU one per core left after
     the learner's (CPU-bound threads beyond the cores only fight over the GIL), on CUDA one
     per actor (threads there only enqueue work)."""
-    metrics_port: int = -1
-    """Serve Prometheus metrics on this port (-1: off; 0: any free port)."""
+    metrics_addr: str = "127.0.0.1"
+    """Address the Prometheus exporter listens on (``0.0.0.0`` lets another host scrape)."""
+    metrics_port: int = 9400
+    """Prometheus exporter port (-1: off; 0: any free port). A busy port falls back to the next
+    free one of the following 16, and the run says which it took. Under ``torchrun`` each rank
+    exports on ``port + LOCAL_RANK`` with a ``rank`` label."""
+    profile: int = 0
+    """Record this many learner iterations (after one warm-up) with ``torch.profiler`` into
+    ``trace.json`` in the run directory, with the overlap report beside it; 0: off."""
     max_actor_failures: int = 3
     """Actor crashes tolerated in total before the run stops with an error."""
     debug: bool = False
@@ -238,6 +245,10 @@ def validate(config: PipelineConfig) -> None:
     for name in ("log_interval_s", "checkpoint_interval_s"):
         if getattr(run, name) <= 0:
             raise ConfigError(f"run.{name} must be > 0, got {getattr(run, name)}")
+    if not isinstance(run.metrics_addr, str) or not run.metrics_addr.strip():
+        raise ConfigError(f"run.metrics_addr must be a host address, got {run.metrics_addr!r}")
+    if run.profile < 0:
+        raise ConfigError(f"run.profile must be >= 0 learner iterations, got {run.profile}")
     if not -1 <= run.metrics_port <= 65535:
         raise ConfigError(f"run.metrics_port must be -1 (off) or a port 0..65535, got {run.metrics_port}")
     if run.actor_threads is not None and run.actor_threads < 1:

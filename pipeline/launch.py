@@ -133,9 +133,17 @@ def run(config: PipelineConfig) -> RunResult:
     exporter = None
     if config.run.metrics_port >= 0:
         from monitoring import start_exporter
+        from monitoring.exporter import MetricsPortInUseError
 
-        exporter = start_exporter(metrics, port=config.run.metrics_port, port_fallback=True)
-        display.message(f"metrics: {exporter.url}")
+        try:
+            exporter = start_exporter(metrics, addr=config.run.metrics_addr,
+                                      port=config.run.metrics_port, port_fallback=True)
+        except (MetricsPortInUseError, OSError) as exc:
+            display.close()
+            raise ConfigError(f"run.metrics_port: {exc}") from None
+        taken = "" if exporter.port == exporter.requested_port or not config.run.metrics_port else (
+            f" (port {config.run.metrics_port} was busy)")
+        display.message(f"metrics: {exporter.url}{taken}")
     mode = "sync" if config.run.sync else "async"
     display.message(
         f"run {run_dir} · {mode} · {config.run.device} · {config.actors.count} actors × "
@@ -145,6 +153,13 @@ def run(config: PipelineConfig) -> RunResult:
         + (f" · resumed at {steps_done:,}" if steps_done else "")
     )
     orch = Orchestrator(parts, metrics, display, log, run_dir, agent_steps_done=steps_done)
+    profile = None
+    if config.run.profile > 0:
+        from monitoring.profiling import ProfileSession
+
+        # Constructed here, in the main thread, where the profiler must first start.
+        profile = ProfileSession(run_dir, iterations=config.run.profile, warmup=1, metrics=metrics)
+        orch.learner_side.profile = profile
     start = time.perf_counter()
     exit_code = 0
     # Signal handlers can only be set from the main thread (a benchmark may run us elsewhere).
@@ -162,6 +177,15 @@ def run(config: PipelineConfig) -> RunResult:
             log.error("run failed: %s", exc)
             exit_code = 1
         finally:
+            if profile is not None:
+                profile.close()
+                if profile.report is not None:
+                    r = profile.report
+                    display.message(
+                        f"profile: {profile.trace_path} · actor/learner overlap "
+                        f"{r['overlap_fraction']:.0%} of wall time (python -m monitoring.overlap "
+                        f"{profile.trace_path})")
+                orch.profiled = profile.report is not None
             display.close()
             if exporter is not None:
                 exporter.close()
@@ -203,7 +227,8 @@ def _finish(config: PipelineConfig, parts, orch, display, log: logging.Logger, s
     ]
     actor_busy, learner_busy, both = orch.overlap()
     if wall > 0:
-        orch.metrics.set_overlap_ratio(min(both / wall, 1.0))
+        if not orch.profiled:  # a --profile trace measured it better
+            orch.metrics.set_overlap_ratio(min(both / wall, 1.0))
         lines.insert(2, f"busy: actors {actor_busy:.1f}s, learner {learner_busy:.1f}s, both at once "
                         f"{both:.1f}s ({both / wall:.0%} of wall)")
     if orch.win_history:

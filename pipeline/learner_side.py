@@ -66,6 +66,8 @@ class LearnerSide:
         """Fresh slots taken for the next batch but not yet trained on."""
         self.lags: list[int] = []
         """Policy lag of every consumed chunk (for the summary)."""
+        self.profile: Any = None
+        """A ``monitoring.ProfileSession`` told of every finished update (``--profile``)."""
 
     # ------------------------------------------------------------------ slot intake
     def lag_of(self, slot: RingSlot) -> int:
@@ -205,4 +207,6 @@ class LearnerSide:
             {k: v for k, v in stats.items() if isinstance(v, (int, float)) and not isinstance(v, bool)},
             self.learner.policy_version,
         )
+        if self.profile is not None:
+            self.profile.step()
         return stats

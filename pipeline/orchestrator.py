@@ -48,6 +48,8 @@ class Orchestrator:
         self.config = parts.config
         self.ring = parts.ring
         self.metrics = metrics
+        self.profiled = False
+        """True once a ``--profile`` trace measured the overlap (it then owns the metric)."""
         self.display = display
         self.log = log
         self.run_dir = run_dir

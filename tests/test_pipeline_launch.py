@@ -138,3 +138,36 @@ def test_metrics_exporter_serves_during_the_run(tmp_path):
     result = run(config)
     assert result.exit_code == 0
     assert "metrics: http://127.0.0.1:" in (result.run_dir / "run.log").read_text()
+
+
+def test_profile_writes_a_trace_and_an_overlap_report(tmp_path):
+    import json
+
+    config = small_config(tmp_path, "--profile", "2", "--metrics-port", "-1", steps=8 * CHUNK)
+    result = run(config)
+    assert result.exit_code == 0
+    trace = result.run_dir / "trace.json"
+    report = json.loads((result.run_dir / "trace.overlap.json").read_text())
+    assert json.loads(trace.read_text())["traceEvents"]
+    assert report["busy_s"]["learner"] > 0 and report["busy_s"]["actor"] > 0
+    assert 0.0 <= report["overlap_fraction"] <= 1.0
+
+
+def test_busy_metrics_port_falls_back_and_says_which(tmp_path):
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        busy = sock.getsockname()[1]
+        config = small_config(tmp_path, "--metrics-port", str(busy), steps=2 * CHUNK)
+        result = run(config)
+    assert result.exit_code == 0
+    log = (result.run_dir / "run.log").read_text()
+    assert f"(port {busy} was busy)" in log
+
+
+def test_bad_metrics_address_exits_2(tmp_path, capsys):
+    code = main(["--metrics-addr", " ", "--total-steps", "64", "--run-dir", str(tmp_path / "r")])
+    assert code == 2
+    assert "run.metrics_addr" in capsys.readouterr().err
