@@ -70,7 +70,7 @@ class RunConfig:
     """Address the Prometheus exporter listens on (``0.0.0.0`` lets another host scrape)."""
     metrics_port: int = 9400
     """Prometheus exporter port (-1: off; 0: any free port). A busy port falls back to the next
-    free one of the following 16, and the run says which it took. Under ``torchrun`` each rank
+    free one of the following 32, and the run says which it took. Under ``torchrun`` each rank
     exports on ``port + LOCAL_RANK`` with a ``rank`` label."""
     profile: int = 0
     """Record this many learner iterations (after one warm-up) with ``torch.profiler`` into
