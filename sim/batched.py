@@ -12,7 +12,7 @@ from sim.actions import ActionChecker, check_action_tensor
 from sim.config import SimConfig
 from sim.kernels import DecisionAccumulators, finish_decision, substep_events, substep_move
 from sim.layout import ObsLayout
-from sim.observe import build_obs
+from sim.observe import build_obs, observe_into
 from sim.scenarios import initial_conditions_batch
 from sim.state import SimState
 
@@ -106,6 +106,7 @@ class BatchedSim:
         self._events: Callable[..., None] = substep_events
         self._finish: Callable[..., None] = finish_decision
         self._observe: Callable[..., torch.Tensor] = build_obs
+        self._observe_into: Callable[..., None] = observe_into
         if compile:
             self._move = torch.compile(substep_move, dynamic=False, fullgraph=True)
             # On the CPU the events phase (a few reductions over the missile slots) runs faster
@@ -116,6 +117,9 @@ class BatchedSim:
             self._finish = torch.compile(finish_decision, dynamic=False, fullgraph=True)
             self._observe = torch.compile(
                 functools.partial(build_obs, fused=True), dynamic=False, fullgraph=True
+            )
+            self._observe_into = torch.compile(
+                functools.partial(observe_into, fused=True), dynamic=False, fullgraph=True
             )
 
     # ------------------------------------------------------------------ episodes
@@ -216,14 +220,13 @@ class BatchedSim:
             self._move(s, acc, cfg)
             self._events(s, acc, cfg)
         self._finish(s, acc, cfg)
-        self._final_obs.copy_(self._observe(s, cfg))
+        self._observe_into(s, cfg, self._final_obs)
         self._episode_steps.copy_(s.decision_steps)
         done = acc.done
-        n = self.num_envs
         if self._branchless:
             s.episode_index.add_(done.long())
             self._write_initial(done, self._env_index)
-            self._obs.copy_(torch.where(done.view(n, 1, 1), self._observe(s, cfg), self._final_obs))
+            self._observe_into(s, cfg, self._obs, fresh=done, previous=self._final_obs)
         else:
             self._obs.copy_(self._final_obs)
             idx = done.nonzero().squeeze(-1)

@@ -154,3 +154,23 @@ def build_obs(state: SimState, config: SimConfig, fused: bool = False) -> torch.
         [own, enemy, incoming, own_missiles, time_left.view(1, 1, -1).expand(2, 1, -1)], dim=1
     )  # [2, D, N]
     return torch.clamp(obs, -OBS_CLIP, OBS_CLIP).permute(2, 0, 1)
+
+
+def observe_into(
+    state: SimState,
+    config: SimConfig,
+    out: torch.Tensor,
+    fused: bool = False,
+    fresh: torch.Tensor | None = None,
+    previous: torch.Tensor | None = None,
+) -> None:
+    """Write the observations into ``out`` (``[N, 2, D]``); with ``fresh`` (bool ``[N]``) and
+    ``previous``, only the ``fresh`` environments take new observations.
+
+    Compiled, the transposition into the environment-major buffer fuses into the kernels that
+    compute the fields, instead of a separate strided copy (half the observation time).
+    """
+    obs = build_obs(state, config, fused=fused)
+    if fresh is not None and previous is not None:
+        obs = torch.where(fresh.view(-1, 1, 1), obs, previous)
+    out.copy_(obs)
