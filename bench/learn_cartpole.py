@@ -16,30 +16,13 @@ import sys
 import time
 from pathlib import Path
 
-import gymnasium as gym
 import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from learner import PPOConfig
-from learner.gym_loop import GymTrainResult, train_gym
-
-
-def random_policy_return(episodes: int, seed: int) -> float:
-    """Mean return of uniformly random actions over ``episodes`` episodes."""
-    env = gym.make("CartPole-v1")
-    env.action_space.seed(seed)
-    returns = []
-    for i in range(episodes):
-        env.reset(seed=seed + i)
-        total, done = 0.0, False
-        while not done:
-            _, reward, terminated, truncated, _ = env.step(env.action_space.sample())
-            total += float(reward)
-            done = terminated or truncated
-        returns.append(total)
-    return float(np.mean(returns))
+from learner.gym_loop import GymTrainResult, random_policy_return, train_gym
 
 
 def main() -> None:
@@ -57,7 +40,7 @@ def main() -> None:
     cfg = PPOConfig(hidden_sizes=(64, 64), learning_rate=2.5e-4, total_updates=updates, seed=args.seed)
 
     t0 = time.perf_counter()
-    baseline = random_policy_return(100, args.seed)
+    baseline = random_policy_return("CartPole-v1", 100, args.seed)
     print(f"random policy: mean return {baseline:.1f} over 100 episodes ({time.perf_counter() - t0:.1f} s)")
     print(f"{'env_steps':>10} {'mean_return(last 20)':>21} {'wall_s':>7}")
     every = max(updates // 20, 1)

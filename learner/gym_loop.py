@@ -128,3 +128,23 @@ def train_gym(env_id: str, config: PPOConfig, total_steps: int, num_envs: int = 
     result.wall_s = time.perf_counter() - start
     env.close()
     return result
+
+
+def random_policy_return(env_id: str, episodes: int, seed: int = 0) -> float:
+    """Mean return of uniformly random actions over ``episodes`` seeded episodes of ``env_id``:
+    the baseline a learning curve is compared against in the same run."""
+    env = gym.make(env_id)
+    try:
+        env.action_space.seed(seed)
+        returns = []
+        for i in range(episodes):
+            env.reset(seed=seed + i)
+            total, done = 0.0, False
+            while not done:
+                _, reward, terminated, truncated, _ = env.step(env.action_space.sample())
+                total += float(reward)
+                done = terminated or truncated
+            returns.append(total)
+    finally:
+        env.close()
+    return float(np.mean(returns))
