@@ -69,8 +69,12 @@ def test_mismatched_replica_is_refused():
 def test_no_torn_replica_under_concurrent_publish():
     torch.set_num_threads(1)
     learner = Net()
+    with torch.no_grad():  # every published version, 0 included, is uniform: v everywhere
+        for t in learner.state_dict().values():
+            t.fill_(0.0)
     pub = WeightPublisher(learner)
     pub.publish(learner, 0)
+    replica = copy.deepcopy(learner)  # before the publisher starts writing
     stop = threading.Event()
     seen: list[int] = []
     errors: list[str] = []
@@ -85,7 +89,6 @@ def test_no_torn_replica_under_concurrent_publish():
         stop.set()
 
     def reader() -> None:
-        replica = copy.deepcopy(learner)
         local = -1
         while not stop.is_set() or local < 299:
             local = pub.pull(replica, local)
