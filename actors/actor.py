@@ -89,6 +89,9 @@ class SimActor:
         compile_sim: compile the sim step with ``torch.compile``.
         fail_at_chunk: fault injection; raise :class:`InjectedFault` half-way through this
             chunk (counted from 0; -1 never).
+        sync_free: never read device data on the host inside a chunk (branchless sim steps,
+            bootstrap values computed every step). Default: on for accelerators, off on the
+            CPU, where a host read is free and lets a step skip work. Both give the same samples.
     """
 
     def __init__(
@@ -106,7 +109,10 @@ class SimActor:
         cuda_graph: bool = False,
         compile_sim: bool = False,
         fail_at_chunk: int = -1,
+        sync_free: bool | None = None,
     ):
+        if cuda_graph and sync_free is False:
+            raise ValueError("cuda_graph needs sync_free (a captured step cannot read device data)")
         if learning_side not in (0, 1):
             raise ValueError(f"learning_side must be 0 or 1, got {learning_side!r}")
         if isinstance(rollout_len, bool) or not isinstance(rollout_len, int) or rollout_len < 1:
@@ -122,9 +128,12 @@ class SimActor:
         self.policy_version = -1
         self.chunks_written = 0
         self.cuda = self.device.type == "cuda"
+        self.sync_free = self.device.type != "cpu" if sync_free is None else bool(sync_free)
+        """No host read of device data inside a chunk (see ``sync_free`` above)."""
         self.stream = torch.cuda.Stream(self.device) if self.cuda else None
         with self._on_stream():
-            self.sim = BatchedSim(num_envs, sim_config, self.device, seed=seed, compile=compile_sim)
+            self.sim = BatchedSim(num_envs, sim_config, self.device, seed=seed, compile=compile_sim,
+                                  branchless=self.sync_free)
             self.num_envs = num_envs
             self.obs_dim = self.sim.obs_dim
             self._obs = self.sim.reset().clone()
@@ -203,7 +212,7 @@ class SimActor:
         targets.rewards.copy_(reward)
         targets.terminated.copy_(out.terminated)
         targets.truncated.copy_(out.truncated)
-        if self.cuda or bool(out.truncated.any()):
+        if self.sync_free or bool(out.truncated.any()):
             boot = self.policy.get_value(final_own)
             targets.bootstrap_values.copy_(torch.where(out.truncated, boot, 0.0))
         else:

@@ -49,6 +49,11 @@ class BaseAgent:
         self.device = torch.device(device)
         return self
 
+    def generators(self) -> list[torch.Generator]:
+        """The random generators :meth:`act` draws from, besides the default one (a CUDA graph
+        capturing ``act`` must know them on PyTorch versions without lazy registration)."""
+        return []
+
     def train(self) -> BaseAgent:
         """Training mode (stochastic policies sample); returns self."""
         self.training = True
@@ -115,8 +120,19 @@ class RandomAgent(BaseAgent):
             raise ValueError(f"fire_prob must be in [0, 1], got {fire_prob}")
         self.seed = seed
         self.fire_prob = fire_prob
-        self._generator = torch.Generator(device=self.device)
-        self._generator.manual_seed(seed)
+        self._generator = self._new_generator()
+
+    def _new_generator(self) -> torch.Generator | None:
+        # The meta device holds shapes only (used to check code paths for host reads): it has
+        # no generator and nothing to draw.
+        if self.device.type == "meta":
+            return None
+        g = torch.Generator(device=self.device)
+        g.manual_seed(self.seed)
+        return g
+
+    def generators(self) -> list[torch.Generator]:
+        return [] if self._generator is None else [self._generator]
 
     def act(self, obs: torch.Tensor) -> torch.Tensor:
         """Random actions ``[N, 3]``; the observation only fixes the batch size."""
@@ -132,6 +148,5 @@ class RandomAgent(BaseAgent):
     def to(self, device: torch.device | str) -> RandomAgent:
         """Move to ``device`` with a fresh generator seeded as at construction."""
         super().to(device)
-        self._generator = torch.Generator(device=self.device)
-        self._generator.manual_seed(self.seed)
+        self._generator = self._new_generator()
         return self

@@ -17,14 +17,14 @@ from sim import BatchedSim, ObsLayout, SimConfig
 T, B = 12, 16
 
 
-def make_actor(cfg: SimConfig, seed: int = 5, fail_at_chunk: int = -1, side: int = 0):
+def make_actor(cfg: SimConfig, seed: int = 5, fail_at_chunk: int = -1, side: int = 0, **kwargs):
     torch.manual_seed(0)
     layout = ObsLayout.from_config(cfg)
     policy = ActorCritic(layout.size, ActionSpec.for_sim(cfg), hidden_sizes=(16,))
     opponent = make_agent("pursuit", B, layout, sim_config=cfg)
     reward = make_reward("outcome", "cpu", layout=layout)
     actor = SimActor(0, cfg, B, T, policy, opponent, reward, seed=seed, learning_side=side,
-                     fail_at_chunk=fail_at_chunk)
+                     fail_at_chunk=fail_at_chunk, **kwargs)
     ring = RolloutRing(SlotSpec(T, B, layout.size, 3), 2, debug=True)
     return actor, ring
 
@@ -128,8 +128,64 @@ def test_slot_shape_mismatch_is_refused():
         actor.rollout(ring.acquire_write(0))
 
 
+def test_sync_free_path_gives_the_cpu_samples():
+    """The accelerator code path (branchless sim, bootstrap value every step), run on the CPU,
+    writes bit-identical chunks to the default CPU path, which reads the host to skip work."""
+    cfg = SimConfig(max_time_s=4.0)  # truncations inside every chunk
+    chunks = []
+    for sync_free in (False, True):
+        actor, ring = make_actor(cfg, sync_free=sync_free)
+        assert actor.sync_free == sync_free and actor.sim._branchless == sync_free
+        torch.manual_seed(11)
+        got = []
+        for _ in range(2):
+            slot = write_chunk(actor, ring)
+            got.append({k: v.clone() for k, v in slot.storage().items()})
+            ring.release(slot)
+        chunks.append(got)
+    assert bool(chunks[0][0]["truncated_bytes"].any())
+    for a, b in zip(*chunks, strict=True):
+        for key in a:
+            assert torch.equal(a[key], b[key]), key
+
+
+ALL_OPPONENTS = ("random", "straight", "pursuit", "shooter", "crank")
+
+
+@pytest.mark.parametrize("action_mode", ["discrete", "continuous"])
+@pytest.mark.parametrize("opponent", ALL_OPPONENTS)
+def test_accelerator_chunk_reads_no_device_data(action_mode, opponent):
+    """A whole chunk on the meta device (shapes only: any host read of device data raises, and
+    so does any tensor left on the CPU) runs the accelerator path end to end: policy sampling,
+    opponent, branchless sim with auto-reset, reward, statistics and the slot writes."""
+    cfg = SimConfig(action_mode=action_mode)
+    layout = ObsLayout.from_config(cfg)
+    reward = ("zero", "outcome", "shaped")[ALL_OPPONENTS.index(opponent) % 3]
+    policy = ActorCritic(layout.size, ActionSpec.for_sim(cfg), hidden_sizes=(16,)).to("meta")
+    actor = SimActor(
+        0, cfg, 8, 3, policy, make_agent(opponent, 8, layout, "meta", sim_config=cfg),
+        make_reward(reward, "meta", layout=layout), device="meta", seed=5,
+    )
+    assert actor.sync_free and actor.sim._branchless
+    ring = RolloutRing(SlotSpec(3, 8, layout.size, 3), 1, placement="device",
+                       actor_device="meta", learner_device="meta")
+    slot = ring.acquire_write(0)
+    for _ in range(2):
+        actor.rollout(slot)
+    assert all(t.device.type == "meta" for t in slot.storage().values())
+    with pytest.raises((RuntimeError, NotImplementedError)):
+        bool(slot.terminated.any())  # the check above has teeth: meta data cannot be read
+
+
+def test_cuda_graph_needs_sync_free():
+    cfg = SimConfig()
+    with pytest.raises(ValueError, match="cuda_graph needs sync_free"):
+        make_actor(cfg, sync_free=False, cuda_graph=True)
+
+
 @pytest.mark.gpu
-def test_cuda_graph_gives_the_eager_samples():
+@pytest.mark.parametrize("opponent", ["pursuit", "random"])  # random: its own CUDA generator
+def test_cuda_graph_gives_the_eager_samples(opponent):
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
     cfg = SimConfig(max_time_s=4.0)
@@ -141,7 +197,7 @@ def test_cuda_graph_gives_the_eager_samples():
         torch.manual_seed(123)
         torch.cuda.manual_seed(123)
         actor = SimActor(
-            0, cfg, B, T, copy.deepcopy(policy), make_agent("pursuit", B, layout, "cuda", sim_config=cfg),
+            0, cfg, B, T, copy.deepcopy(policy), make_agent(opponent, B, layout, "cuda", sim_config=cfg),
             make_reward("outcome", "cuda", layout=layout), device="cuda", seed=5, cuda_graph=graph,
         )
         assert actor.uses_cuda_graph == graph
