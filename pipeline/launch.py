@@ -41,6 +41,8 @@ class RunResult:
     failures: int
     stop_reason: str
     evaluation: str = ""
+    cuda_graph_actors: int = 0
+    """Actors that replayed a captured CUDA graph for their decision step (at the start)."""
 
 
 def prepare_run_dir(config: PipelineConfig) -> Path:
@@ -145,6 +147,9 @@ def run(config: PipelineConfig) -> RunResult:
             f" (port {config.run.metrics_port} was busy)")
         display.message(f"metrics: {exporter.url}{taken}")
     mode = "sync" if config.run.sync else "async"
+    graph_actors = sum(bool(getattr(a, "uses_cuda_graph", False)) for a in parts.actors)
+    if parts.device.type == "cuda":
+        display.message(step_description(config, parts, graph_actors))
     display.message(
         f"run {run_dir} · {mode} · {config.run.device} · {config.actors.count} actors × "
         f"{config.actors.envs_per_actor} envs × {config.actors.rollout_len} steps · ring "
@@ -192,10 +197,23 @@ def run(config: PipelineConfig) -> RunResult:
             # From here on (final checkpoint, summary, evaluation) an interrupt means "now".
             for sig in previous:
                 signal.signal(sig, _exit_now)
-        return _finish(config, parts, orch, display, log, start, exit_code)
+        result = _finish(config, parts, orch, display, log, start, exit_code)
+        result.cuda_graph_actors = graph_actors
+        return result
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def step_description(config: PipelineConfig, parts, graph_actors: int) -> str:
+    """How the actors step on CUDA: captured graphs or eager (and why), compiled sim or not."""
+    n = len(parts.actors)
+    text = (f"actor step: {graph_actors}/{n} actors replay a CUDA graph · sim "
+            f"{'compiled' if config.run.compile_sim else 'eager'}")
+    errors = sorted({a.graph_error for a in parts.actors if getattr(a, "graph_error", "")})
+    if errors:
+        text += " · capture failed: " + "; ".join(errors)
+    return text
 
 
 def _exit_now(signum: int, frame: object) -> None:

@@ -171,3 +171,29 @@ def test_bad_metrics_address_exits_2(tmp_path, capsys):
     code = main(["--metrics-addr", " ", "--total-steps", "64", "--run-dir", str(tmp_path / "r")])
     assert code == 2
     assert "run.metrics_addr" in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("mode", "ring", "compiled"), [
+    ("async", "device", True), ("sync", "device", False), ("async", "pinned", False),
+])
+def test_cuda_run_completes_with_exact_counts(tmp_path, mode, ring, compiled):
+    """The CUDA fast path end to end: actors on their own streams replaying captured steps,
+    the learner on its stream, device or pinned ring; every slot field written (debug ring)."""
+    from pipeline.components import pick_device
+
+    argv = [
+        "--actors", str(ACTORS), "--envs-per-actor", "256", "--rollout-len", str(T),
+        "--total-steps", str(10 * T * 256), "--opponent", "random", "--reward", "shaped",
+        "--device", "cuda", "--ring", ring, "--display", "none", "--run-dir", str(tmp_path / "run"),
+        "--debug", "--set", "run.eval_episodes=0", "--set", f"run.compile_sim={str(compiled).lower()}",
+        *(("--sync",) if mode == "sync" else ()),
+    ]
+    config = resolve(parse_config(argv), pick_device("cuda"))
+    result = run(config)
+    assert result.exit_code == 0
+    assert result.cuda_graph_actors == ACTORS
+    assert result.agent_steps == 10 * T * 256
+    assert_exact(result, 10)
+    policy = load_policy(result.run_dir / "checkpoints" / "latest.pt")
+    assert policy.policy_version == result.updates > 0
