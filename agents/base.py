@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import torch
 
+from sim.device import canonical_device
+
 ACTION_MODES = ("discrete", "continuous")
 
 
@@ -32,7 +34,7 @@ class BaseAgent:
         if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
         self.num_envs = num_envs
-        self.device = torch.device(device)
+        self.device = canonical_device(device)
         self.action_mode = _check_action_mode(action_mode)
         self.training = False
 
@@ -46,7 +48,7 @@ class BaseAgent:
 
     def to(self, device: torch.device | str) -> BaseAgent:
         """Move to ``device``; returns self."""
-        self.device = torch.device(device)
+        self.device = canonical_device(device)
         return self
 
     def generators(self) -> list[torch.Generator]:

@@ -13,6 +13,8 @@ from typing import TypedDict
 
 import torch
 
+from sim.device import canonical_device
+
 
 class StepInfo(TypedDict):
     """Per-environment step information for the learning side, all ``[N]`` tensors."""
@@ -75,7 +77,7 @@ class BaseReward:
     """
 
     def __init__(self, device: torch.device | str = "cpu"):
-        self.device = torch.device(device)
+        self.device = canonical_device(device)
 
     def compute(
         self,
@@ -91,9 +93,14 @@ class BaseReward:
     def reset(self, env_mask: torch.Tensor | None = None) -> None:
         """Clear per-environment state where ``env_mask`` is true (all when None)."""
 
+    def generators(self) -> list[torch.Generator]:
+        """The random generators :meth:`compute` draws from, besides the default one (see
+        ``agents.BaseAgent.generators``)."""
+        return []
+
     def to(self, device: torch.device | str) -> BaseReward:
         """Move to ``device``; returns self."""
-        self.device = torch.device(device)
+        self.device = canonical_device(device)
         return self
 
 

@@ -5,6 +5,7 @@ Importing ``sim`` registers the Gymnasium environment ``Midrange-v0``.
 
 from sim.batched import BatchedSim, StepResult
 from sim.config import AeroParams, SimConfig
+from sim.device import canonical_device
 from sim.kernels import END_REASONS, WINNERS
 from sim.layout import ObsLayout
 from sim.state import SimState
@@ -18,6 +19,7 @@ __all__ = [
     "SimConfig",
     "SimState",
     "StepResult",
+    "canonical_device",
 ]
 
 

@@ -10,6 +10,7 @@ import torch
 
 from sim.actions import ActionChecker, check_action_tensor
 from sim.config import SimConfig
+from sim.device import canonical_device
 from sim.kernels import DecisionAccumulators, finish_decision, substep_events, substep_move
 from sim.layout import ObsLayout
 from sim.observe import build_obs, observe_into
@@ -71,9 +72,7 @@ class BatchedSim:
             raise ValueError(f"seed must be an integer, got {seed!r}")
         self.num_envs = num_envs
         self.config = config
-        self.device = torch.device(device)
-        if self.device.type == "cuda" and self.device.index is None:
-            self.device = torch.device("cuda", torch.cuda.current_device())
+        self.device = canonical_device(device)
         self.layout = ObsLayout.from_config(config)
         self.obs_dim = self.layout.size
         self.dtype = getattr(torch, config.dtype)
