@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from actors.stats import EpisodeStats
-from sim import BatchedSim, SimConfig
+from sim import BatchedSim, SimConfig, canonical_device
 
 try:
     from monitoring import span
@@ -92,6 +92,11 @@ class SimActor:
         sync_free: never read device data on the host inside a chunk (branchless sim steps,
             bootstrap values computed every step). Default: on for accelerators, off on the
             CPU, where a host read is free and lets a step skip work. Both give the same samples.
+        stream: the CUDA stream to run on (a restarted actor takes over its predecessor's);
+            default: a new one from PyTorch's pool.
+
+    The policy samples from the actor's own generator (:attr:`rng`, seeded from ``seed``), so an
+    actor's samples depend on its seed alone, whichever threads and streams run beside it.
     """
 
     def __init__(
@@ -110,6 +115,7 @@ class SimActor:
         compile_sim: bool = False,
         fail_at_chunk: int = -1,
         sync_free: bool | None = None,
+        stream: torch.cuda.Stream | None = None,
     ):
         if cuda_graph and sync_free is False:
             raise ValueError("cuda_graph needs sync_free (a captured step cannot read device data)")
@@ -118,7 +124,7 @@ class SimActor:
         if isinstance(rollout_len, bool) or not isinstance(rollout_len, int) or rollout_len < 1:
             raise ValueError(f"rollout_len must be an integer >= 1, got {rollout_len!r}")
         self.actor_id = actor_id
-        self.device = torch.device(device)
+        self.device = canonical_device(device)
         self.rollout_len = rollout_len
         self.side = learning_side
         self.policy = policy
@@ -130,8 +136,13 @@ class SimActor:
         self.cuda = self.device.type == "cuda"
         self.sync_free = self.device.type != "cpu" if sync_free is None else bool(sync_free)
         """No host read of device data inside a chunk (see ``sync_free`` above)."""
-        self.stream = torch.cuda.Stream(self.device) if self.cuda else None
-        with self._on_stream():
+        self.stream = (stream or torch.cuda.Stream(self.device)) if self.cuda else None
+        if self.stream is not None:
+            # The replica, opponent and reward were made on the caller's stream.
+            self.stream.wait_stream(torch.cuda.current_stream(self.device))
+        self.rng = _policy_generator(self.device, seed)
+        """The generator the policy samples from (None on the meta device, which has none)."""
+        with self._on_stream(), torch.no_grad():
             self.sim = BatchedSim(num_envs, sim_config, self.device, seed=seed, compile=compile_sim,
                                   branchless=self.sync_free)
             self.num_envs = num_envs
@@ -165,6 +176,12 @@ class SimActor:
         """Physics env-steps per chunk (T × B × physics steps per decision)."""
         return self.samples_per_chunk * self.sim.physics_steps_per_decision
 
+    def generators(self) -> list[torch.Generator]:
+        """Every generator a step draws from besides the default one: the policy's, the
+        opponent's and the reward's (a CUDA graph registers them and restores their states)."""
+        own = [] if self.rng is None else [self.rng]
+        return own + list(self.opponent.generators()) + list(getattr(self.reward, "generators", list)())
+
     @property
     def uses_cuda_graph(self) -> bool:
         """Whether chunks replay a captured CUDA graph."""
@@ -190,7 +207,7 @@ class SimActor:
         """
         side = self.side
         own = self._obs[:, side]
-        actions, log_probs, values = self.policy.act(own)
+        actions, log_probs, values = self.policy.act(own, generator=self.rng)
         self._actions[:, side].copy_(actions)
         self._actions[:, 1 - side].copy_(self.opponent.act(self._obs[:, 1 - side]))
         out = self.sim.step(self._actions)
@@ -246,9 +263,14 @@ class SimActor:
                 f"slot shape (T={spec.rollout_len}, B={spec.num_envs}, D={spec.obs_dim}) does not "
                 f"match actor {self.actor_id} (T={self.rollout_len}, B={self.num_envs}, D={self.obs_dim})"
             )
+        caller = torch.cuda.current_stream(self.device) if self.stream is not None else None
         with self._on_stream(), span(f"actor:{self.actor_id}:rollout"):
-            if self.stream is not None and slot.read_event is not None:
-                self.stream.wait_event(slot.read_event)
+            if self.stream is not None:
+                # Work the caller enqueued on its stream (the debug ring's magic fill, the
+                # gather of the previous chunk's episode lengths) comes before this chunk.
+                self.stream.wait_stream(caller)
+                if slot.read_event is not None:
+                    self.stream.wait_event(slot.read_event)
             # A slot in host memory (pinned ring) is written through a device-side staging
             # chunk and copied out once, non-blocking, instead of a blocking copy per step.
             target = slot if slot.obs.device == self.device else self._staging_for(slot)
@@ -279,3 +301,13 @@ class SimActor:
     def check_errors(self) -> None:
         """Raise a deferred sim error (bad actions); one host read, at chunk boundaries."""
         self.sim.check_errors()
+
+
+def _policy_generator(device: torch.device, seed: int) -> torch.Generator | None:
+    if device.type == "meta":
+        return None
+    g = torch.Generator(device=device)
+    # A fixed odd-multiplier mix keeps it apart from the sim's and the opponent's streams of
+    # the same seed.
+    g.manual_seed((seed * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) % (1 << 63))
+    return g

@@ -6,18 +6,28 @@ overhead that otherwise bounds throughput at moderate batch sizes. The graph wri
 step buffers; each replay is followed by a few copies into the slot row, all on the actor's
 stream, so a chunk never syncs with the host.
 
-Warm-up and capture advance the sim and the random generators, so afterwards the actor restores
-them: the sim is reseeded and reset (episode 0 of every environment again) and the states of the
-default CUDA generator and of the opponent's own generators put back, which makes graph replay
-produce the same samples as eager stepping from the same seed.
+Random numbers: the policy samples from the actor's own generator and a random opponent from
+its own, never from the process-wide default one, so graphs replayed concurrently on several
+streams never share random state. Warm-up and capture advance the sim and these generators, so
+afterwards the actor restores them: the sim is reseeded and reset (episode 0 of every
+environment again) and the generators' states put back, which makes graph replay produce the
+same samples as eager stepping from the same seed. (The seed is baked into the graph: an actor
+with a graph is never reseeded; a restarted actor is a new actor with a new capture.)
 
-Capture uses ``capture_error_mode="thread_local"``: a failed actor is restarted (and its step
-captured again) in a worker thread while the other actors, the learner and the event loop keep
-issuing CUDA work, which the default global mode would forbid.
+Concurrency: ``capture_error_mode="thread_local"``, because a failed actor is restarted (and its
+step captured again) in a worker thread while the other actors, the learner and the event loop
+keep issuing CUDA work, which the default global mode forbids. PyTorch allows one capture at a
+time per process and a device-wide synchronize invalidates a capture under way, so captures,
+and the few device-wide synchronizations elsewhere (``--profile``'s end), hold
+:data:`CAPTURE_LOCK`. Each capture starts with a device-wide synchronize of its own, so a
+restart stalls the other actors once. After a failed capture no further capture is tried in the
+process (on some PyTorch versions a failed capture leaves the allocator's capture state behind);
+those actors step eagerly, and ``pipeline.launch`` reports it.
 """
 
 from __future__ import annotations
 
+import threading
 import warnings
 from typing import Any
 
@@ -28,13 +38,26 @@ from actors.actor import StepTargets
 WARMUP_STEPS = 3
 """Eager steps on the capture stream before capture (lazy init, cuBLAS workspaces, autotune)."""
 
+CAPTURE_LOCK = threading.RLock()
+"""Held during a capture, and by anything that synchronizes the whole device meanwhile."""
+
+_failed_capture = ""
+"""The first capture failure of this process ("" while none failed)."""
+
+
+class CaptureDisabled(RuntimeError):
+    """An earlier capture in this process failed; this one was not tried."""
+
 
 class CapturedStep:
     """A captured :meth:`actors.actor.SimActor.step_into` writing into static buffers."""
 
     def __init__(self, actor: Any):
+        global _failed_capture
         if actor.device.type != "cuda":
             raise ValueError(f"CUDA graph capture needs a CUDA device, got {actor.device}")
+        if not actor.sync_free:
+            raise ValueError("CUDA graph capture needs a sync-free actor (no host reads in a step)")
         self.actor = actor
         B, D, dev = actor.num_envs, actor.obs_dim, actor.device
         act_dtype = actor._actions.dtype
@@ -50,35 +73,37 @@ class CapturedStep:
             done=torch.zeros(B, dtype=torch.bool, device=dev),
             lengths=torch.zeros(B, dtype=torch.int64, device=dev),
         )
-        if not actor.sync_free:
-            raise ValueError("CUDA graph capture needs a sync-free actor (no host reads in a step)")
-        rng_state = torch.cuda.get_rng_state(dev)
-        generators = list(actor.opponent.generators())
-        generator_states = [g.get_state() for g in generators]
+        generators = actor.generators()
+        states = [g.get_state() for g in generators]
         stream = actor.stream
         stream.wait_stream(torch.cuda.current_stream(dev))
-        try:
-            with torch.cuda.stream(stream), torch.no_grad():
-                for _ in range(WARMUP_STEPS):
-                    actor.step_into(self.static)
-                self.graph = torch.cuda.CUDAGraph()
-                _register_generators(self.graph, generators)
-                with torch.cuda.graph(self.graph, stream=stream, capture_error_mode="thread_local"):
-                    actor.step_into(self.static)
-        finally:
-            # Back to the state eager stepping would start from (also when capture failed and
-            # the actor falls back to eager).
-            with torch.cuda.stream(stream), torch.no_grad():
-                actor.sim.reseed(actor.sim.seed)
-                actor._obs.copy_(actor.sim.reset())
-                everyone = torch.ones(B, dtype=torch.bool, device=dev)
-                actor.opponent.reset(everyone)
-                actor.reward.reset(everyone)
-                actor.stats.reset()
-            stream.synchronize()
-            torch.cuda.set_rng_state(rng_state, dev)
-            for g, state in zip(generators, generator_states, strict=True):
-                g.set_state(state)
+        with CAPTURE_LOCK:
+            if _failed_capture:
+                raise CaptureDisabled(f"an earlier capture in this process failed ({_failed_capture})")
+            try:
+                with torch.cuda.stream(stream), torch.no_grad():
+                    for _ in range(WARMUP_STEPS):
+                        actor.step_into(self.static)
+                    self.graph = torch.cuda.CUDAGraph()
+                    _register_generators(self.graph, generators)
+                    with torch.cuda.graph(self.graph, stream=stream, capture_error_mode="thread_local"):
+                        actor.step_into(self.static)
+            except Exception as exc:
+                _failed_capture = f"{type(exc).__name__}: {exc}"
+                raise
+            finally:
+                # Back to the state eager stepping would start from (also when capture failed
+                # and the actor falls back to eager).
+                with torch.cuda.stream(stream), torch.no_grad():
+                    actor.sim.reseed(actor.sim.seed)
+                    actor._obs.copy_(actor.sim.reset())
+                    everyone = torch.ones(B, dtype=torch.bool, device=dev)
+                    actor.opponent.reset(everyone)
+                    actor.reward.reset(everyone)
+                    actor.stats.reset()
+                stream.synchronize()
+                for g, state in zip(generators, states, strict=True):
+                    g.set_state(state)
 
     def replay_into(self, targets: StepTargets) -> None:
         """Replay one decision step and copy its outputs into ``targets`` (on the current stream)."""

@@ -7,6 +7,7 @@ log-probabilities and values, which actors store with the rollout.
 
 from __future__ import annotations
 
+import inspect
 from typing import Protocol
 
 import torch
@@ -29,9 +30,12 @@ class PolicyAgent(BaseAgent):
         policy: an ``ActorCritic`` (or any ``torch.nn.Module`` with its ``act`` signature).
         num_envs: batch size N of the observations it will see.
         deterministic: take the most likely action instead of sampling.
+        seed: seeds the agent's own generator, used when the network's ``act`` takes a
+            ``generator`` (``ActorCritic`` does); otherwise it samples from PyTorch's default.
     """
 
-    def __init__(self, policy: torch.nn.Module, num_envs: int, deterministic: bool = False):
+    def __init__(self, policy: torch.nn.Module, num_envs: int, deterministic: bool = False,
+                 seed: int = 0):
         if not callable(getattr(policy, "act", None)):
             raise ValueError(f"policy must have an act(obs, deterministic) method, got {type(policy).__name__}")
         param = next(iter(policy.parameters()), None) if isinstance(policy, torch.nn.Module) else None
@@ -45,6 +49,22 @@ class PolicyAgent(BaseAgent):
         self.last_log_prob: torch.Tensor | None = None
         self.last_value: torch.Tensor | None = None
         self.training = bool(getattr(policy, "training", False))
+        self.seed = seed
+        try:
+            self._takes_generator = "generator" in inspect.signature(policy.act).parameters
+        except (TypeError, ValueError):
+            self._takes_generator = False
+        self._generator = self._new_generator()
+
+    def _new_generator(self) -> torch.Generator | None:
+        if not self._takes_generator or self.device.type == "meta":
+            return None
+        g = torch.Generator(device=self.device)
+        g.manual_seed(self.seed)
+        return g
+
+    def generators(self) -> list[torch.Generator]:
+        return [] if self._generator is None else [self._generator]
 
     def act(self, obs: torch.Tensor) -> torch.Tensor:
         """Actions ``[N, A]`` from the network; log-probs and values kept in ``last_*``."""
@@ -52,7 +72,11 @@ class PolicyAgent(BaseAgent):
         if obs.device != self.device:
             raise ValueError(f"obs must be on {self.device}, got {obs.device}")
         with torch.no_grad():
-            actions, log_prob, value = self.policy.act(obs, deterministic=self.deterministic)
+            if self._generator is not None:
+                actions, log_prob, value = self.policy.act(obs, deterministic=self.deterministic,
+                                                           generator=self._generator)
+            else:
+                actions, log_prob, value = self.policy.act(obs, deterministic=self.deterministic)
         self.last_log_prob, self.last_value = log_prob, value
         return actions
 
@@ -60,6 +84,7 @@ class PolicyAgent(BaseAgent):
         """Move the network (and the agent) to ``device``."""
         self.policy.to(device)
         super().to(device)
+        self._generator = self._new_generator()
         return self
 
     def train(self) -> PolicyAgent:

@@ -110,7 +110,7 @@ def make_agent(
                 f"checkpoint {str(path)!r} expects observations of size {policy_dim}, "
                 f"the simulator's layout has {layout.size}"
             )
-        return PolicyAgent(policy, num_envs, deterministic=deterministic).to(device)
+        return PolicyAgent(policy, num_envs, deterministic=deterministic, seed=seed).to(device)
     if ":" in spec:
         factory = load_object(spec)
         if not callable(factory):

@@ -121,7 +121,7 @@ class ActorCritic(nn.Module):
         entropy = (0.5 + _LOG_SQRT_2PI + log_std).sum().expand(head.shape[0])
         return log_prob, entropy
 
-    def _sample(self, head: Tensor, deterministic: bool) -> Tensor:
+    def _sample(self, head: Tensor, deterministic: bool, generator: torch.Generator | None) -> Tensor:
         if self.log_std is None:
             parts = []
             for logits in torch.split(head, self._splits, dim=-1):
@@ -129,24 +129,27 @@ class ActorCritic(nn.Module):
                     parts.append(logits.argmax(-1))
                 else:
                     # Gumbel-max: argmax(logits + Gumbel noise) samples the categorical exactly.
-                    u = torch.rand_like(logits).clamp_(1e-20, 1.0)
+                    u = torch.rand(logits.shape, dtype=logits.dtype, device=logits.device,
+                                   generator=generator).clamp_(1e-20, 1.0)
                     parts.append((logits - torch.log(-torch.log(u))).argmax(-1))
             return torch.stack(parts, dim=-1)
         if deterministic:
             return head
-        return head + torch.randn_like(head) * torch.exp(self.log_std.float())
+        noise = torch.randn(head.shape, dtype=head.dtype, device=head.device, generator=generator)
+        return head + noise * torch.exp(self.log_std.float())
 
     # ------------------------------------------------------------------ public API
     @torch.no_grad()
-    def act(self, obs: Tensor, deterministic: bool = False) -> tuple[Tensor, Tensor, Tensor]:
-        """Choose actions for ``obs [B, D]``.
+    def act(self, obs: Tensor, deterministic: bool = False,
+            generator: torch.Generator | None = None) -> tuple[Tensor, Tensor, Tensor]:
+        """Choose actions for ``obs [B, D]``, sampling from ``generator`` (default: PyTorch's).
 
         Returns ``(actions [B, A], log_prob [B], value [B])``; actions are int64 indices for the
         discrete kinds and float (unclipped; the environment clips) for continuous. With
         ``deterministic`` the mode is taken (log_prob is still that of the chosen action).
         """
         head, value = self.forward(obs)
-        actions = self._sample(head, deterministic)
+        actions = self._sample(head, deterministic, generator)
         log_prob, _ = self._log_prob_entropy(head, actions)
         return actions, log_prob, value
 

@@ -90,8 +90,9 @@ class Components:
     incarnations: list[int]
     """Restarts so far, per actor."""
 
-    def build_actor(self, actor_id: int) -> SimActor:
-        """A fresh actor (new environments, replica, opponent, reward) for slot ``actor_id``."""
+    def build_actor(self, actor_id: int, stream: torch.cuda.Stream | None = None) -> SimActor:
+        """A fresh actor (new environments, replica, opponent, reward) for slot ``actor_id``
+        (on ``stream`` if given: a restart keeps its predecessor's CUDA stream)."""
         cfg = self.config
         inc = self.incarnations[actor_id]
         seed = actor_seed(cfg.run.seed, actor_id, inc)
@@ -112,7 +113,7 @@ class Components:
             actor_id, cfg.sim, B, cfg.actors.rollout_len, replica, opponent, reward,
             device=self.device, seed=seed, learning_side=cfg.actors.learning_side,
             cuda_graph=cfg.run.cuda_graph and self.device.type == "cuda",
-            compile_sim=bool(cfg.run.compile_sim), fail_at_chunk=fail_at,
+            compile_sim=bool(cfg.run.compile_sim), fail_at_chunk=fail_at, stream=stream,
         )
         actor.sync_weights(self.publisher)
         return actor
@@ -120,7 +121,10 @@ class Components:
     def restart_actor(self, actor_id: int) -> SimActor:
         """Replace a failed actor by a fresh one on new environments."""
         self.incarnations[actor_id] += 1
-        self.actors[actor_id] = self.build_actor(actor_id)
+        # The failed actor's stream was synchronized (Orchestrator.actor_failed). Reusing it
+        # keeps every actor on a stream of its own: PyTorch's pool hands out 32 per device,
+        # round robin, so taking a new one per restart would sooner or later share one.
+        self.actors[actor_id] = self.build_actor(actor_id, stream=getattr(self.actors[actor_id], "stream", None))
         return self.actors[actor_id]
 
 

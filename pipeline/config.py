@@ -31,6 +31,9 @@ class ConfigError(ValueError):
     """A bad configuration name or value; the message names it."""
 
 
+CUDA_STREAMS_PER_POOL = 32
+"""Streams in PyTorch's per-device pool of each priority (``torch.cuda.Stream()`` takes the
+next one, round robin)."""
 RING_PLACEMENTS = ("auto", "device", "pinned", "shared")
 DISPLAYS = ("auto", "rich", "plain", "none")
 
@@ -333,6 +336,12 @@ def resolve(config: PipelineConfig, device: str) -> PipelineConfig:
     """
     cuda = _device_is_cuda(device)
     actors = config.actors
+    if cuda and actors.count > CUDA_STREAMS_PER_POOL:
+        raise ConfigError(
+            f"actors.count is {actors.count}, but on CUDA at most {CUDA_STREAMS_PER_POOL} actors run "
+            "in one process: each needs a stream of its own, and PyTorch's pool has "
+            f"{CUDA_STREAMS_PER_POOL} per device (more actors would share streams and serialize)"
+        )
     envs = actors.envs_per_actor or (8192 if cuda else 64)
     rollout = actors.rollout_len or (32 if cuda else 16)
     total = config.run.total_steps or (2_000_000_000 if cuda else 600_000)

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from actors.cuda_graph import CAPTURE_LOCK
 from learner import RolloutBatch
 from pipeline.components import Components
 from pipeline.ring import RingSlot
@@ -39,7 +40,9 @@ class LearnerSide:
         self.slots_per_batch = cfg.learner.slots_per_batch
         self.max_lag = cfg.learner.max_policy_lag
         self.device = parts.device
-        self.stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
+        # High priority: the learner's kernels go first when actors fill the device, which
+        # keeps the policy lag down (and takes the stream from the separate high-priority pool).
+        self.stream = torch.cuda.Stream(self.device, priority=-1) if self.device.type == "cuda" else None
         spec = self.ring.spec
         T, B, D, A = spec.rollout_len, spec.num_envs, spec.obs_dim, spec.action_dim
         self._in_place = self.slots_per_batch == 1 and self.ring.device == self.device
@@ -68,6 +71,10 @@ class LearnerSide:
         """Policy lag of every consumed chunk (for the summary)."""
         self.profile: Any = None
         """A ``monitoring.ProfileSession`` told of every finished update (``--profile``)."""
+        if self.stream is not None:
+            # The learner's parameters, optimizer state (a resumed run's too) and the batch
+            # buffers above were written on the caller's stream.
+            self.stream.wait_stream(torch.cuda.current_stream(self.device))
 
     # ------------------------------------------------------------------ slot intake
     def lag_of(self, slot: RingSlot) -> int:
@@ -208,5 +215,6 @@ class LearnerSide:
             self.learner.policy_version,
         )
         if self.profile is not None:
-            self.profile.step()
+            with CAPTURE_LOCK:  # its end synchronizes the whole device (see actors.cuda_graph)
+                self.profile.step()
         return stats

@@ -163,8 +163,12 @@ class Orchestrator:
 
     def restart_actor(self, actor_id: int) -> None:
         """Fresh environments, replica, opponent and reward for a failed actor (blocking)."""
-        self.parts.restart_actor(actor_id)
-        self.log.info("actor %d restarted (incarnation %d)", actor_id, self.parts.incarnations[actor_id])
+        actor = self.parts.restart_actor(actor_id)
+        how = ""
+        if actor.cuda:
+            how = (" stepping with a CUDA graph" if actor.uses_cuda_graph
+                   else f" stepping eagerly ({actor.graph_error or 'no CUDA graph asked for'})")
+        self.log.info("actor %d restarted (incarnation %d)%s", actor_id, self.parts.incarnations[actor_id], how)
 
     @property
     def producing_done(self) -> bool:

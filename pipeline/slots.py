@@ -98,7 +98,8 @@ class RingSlot:
         """Commit order over the whole ring (the learner reads oldest first)."""
         self.uses = 0
         cuda = device.type == "cuda" or pin
-        self.written_event = torch.cuda.Event() if cuda else None
+        # Blocking: the sync mode waits on it with synchronize(), which then sleeps, not spins.
+        self.written_event = torch.cuda.Event(blocking=True) if cuda else None
         self.read_event = torch.cuda.Event() if cuda else None
 
     def float_fields(self) -> dict[str, torch.Tensor]:

@@ -149,6 +149,20 @@ def test_sync_free_path_gives_the_cpu_samples():
             assert torch.equal(a[key], b[key]), key
 
 
+def test_samples_depend_on_the_actor_seed_alone():
+    """The policy samples from the actor's own generator: the process-wide RNG (which other
+    actors' threads draw from concurrently) does not change an actor's chunk."""
+    cfg = SimConfig()
+    chunks = []
+    for global_seed in (1, 2):
+        actor, ring = make_actor(cfg, seed=5)
+        torch.manual_seed(global_seed)
+        chunks.append(write_chunk(actor, ring).actions.clone())
+    assert torch.equal(chunks[0], chunks[1])
+    actor, ring = make_actor(cfg, seed=6)
+    assert not torch.equal(chunks[0], write_chunk(actor, ring).actions)
+
+
 ALL_OPPONENTS = ("random", "straight", "pursuit", "shooter", "crank")
 
 

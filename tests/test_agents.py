@@ -151,6 +151,20 @@ def test_policy_agent_wraps_the_learner_network():
         PolicyAgent(torch.nn.Linear(2, 2), 1)
 
 
+def test_sampling_policy_agent_draws_from_its_own_seeded_generator():
+    torch.manual_seed(0)
+    policy = ActorCritic(LAYOUT.size, ActionSpec.for_sim(SimConfig()), hidden_sizes=(16,))
+    obs = make_obs(64)
+    runs = []
+    for global_seed in (1, 2):
+        agent = PolicyAgent(policy, 64, seed=7)
+        assert len(agent.generators()) == 1
+        torch.manual_seed(global_seed)
+        runs.append(agent.act(obs))
+    assert torch.equal(runs[0], runs[1])
+    assert not torch.equal(runs[0], PolicyAgent(policy, 64, seed=8).act(obs))
+
+
 def test_policy_agent_from_a_checkpoint(tmp_path):
     from learner import PPOConfig, PPOLearner
     from learner.checkpoint import save_checkpoint
@@ -272,3 +286,21 @@ def test_scripted_agents_on_cuda_match_the_cpu():
         gpu = make_agent(name, 64, LAYOUT, "cuda").act(obs.cuda())
         assert gpu.device.type == "cuda"
         assert torch.equal(gpu.cpu(), cpu), name
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_agents_on_bare_cuda_act_without_host_sync():
+    """``"cuda"`` is stored as the indexed device its tensors report, so a scripted agent never
+    mistakes its own tables for foreign ones and copies them again (a blocking copy per step)."""
+    obs = with_bearing([-120, -5, 0, 40], enemy__range=30e3 / RANGE_SCALE_M).cuda()
+    for name in ("random", "straight", "pursuit", "shooter", "crank"):
+        agent = make_agent(name, 4, LAYOUT, "cuda")
+        assert agent.device == obs.device
+        agent.act(obs)  # first call may move tables
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            agent.act(obs)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")

@@ -35,6 +35,14 @@ def test_resolve_fills_device_defaults():
     assert (r.actors.envs_per_actor, r.actors.rollout_len, r.run.total_steps) == (3, 5, 7)
 
 
+def test_cuda_caps_actors_at_the_stream_pool():
+    ok = resolve(from_dict({"actors": {"count": 32}}), "cuda:0")
+    assert ok.actors.count == 32
+    with pytest.raises(ConfigError, match=r"actors\.count is 33.*stream"):
+        resolve(from_dict({"actors": {"count": 33}}), "cuda:0")
+    assert resolve(from_dict({"actors": {"count": 33}}), "cpu").actors.count == 33
+
+
 def test_toml_round_trip_of_a_resolved_config(tmp_path):
     config = resolve(from_dict({"sim": {"time_scale": 2.0}, "ppo": {"hidden_sizes": [8, 8]}}), "cpu")
     path = tmp_path / "c.toml"

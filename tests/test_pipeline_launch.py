@@ -197,3 +197,23 @@ def test_cuda_run_completes_with_exact_counts(tmp_path, mode, ring, compiled):
     assert_exact(result, 10)
     policy = load_policy(result.run_dir / "checkpoints" / "latest.pt")
     assert policy.policy_version == result.updates > 0
+
+
+@pytest.mark.gpu
+def test_cuda_actor_crash_recaptures_while_others_run(tmp_path):
+    """A failed actor is rebuilt, and its step captured again, in a worker thread while the
+    other actors replay their graphs and the learner trains: the run goes on, counts exact."""
+    from pipeline.components import pick_device
+
+    argv = [
+        "--actors", "3", "--envs-per-actor", "256", "--rollout-len", str(T),
+        "--total-steps", str(12 * T * 256), "--opponent", "crank", "--reward", "outcome",
+        "--device", "cuda", "--display", "none", "--run-dir", str(tmp_path / "run"), "--debug",
+        "--set", "run.eval_episodes=0", "--set", "run.compile_sim=false",
+        "--set", "run.fail_actor_at_chunk=1",
+    ]
+    result = run(resolve(parse_config(argv), pick_device("cuda")))
+    assert result.exit_code == 0 and result.failures == 1
+    assert_exact(result, 12)
+    log = (result.run_dir / "run.log").read_text()
+    assert "actor 0 restarted (incarnation 1) stepping with a CUDA graph" in log
