@@ -35,6 +35,7 @@ flight time / missile_max_flight_time_s, motor burning flag.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,7 +75,7 @@ class ObsLayout:
     def from_config(cls, config: SimConfig) -> ObsLayout:
         return cls(config.obs_incoming_missiles, config.obs_own_missiles)
 
-    @property
+    @functools.cached_property
     def names(self) -> tuple[str, ...]:
         """Every component's name, in order (``block.field`` or ``block[i].field``)."""
         out = [f"own.{f}" for f in OWN_FIELDS]
@@ -88,11 +89,15 @@ class ObsLayout:
     def size(self) -> int:
         return len(self.names)
 
+    @functools.cached_property
+    def _offsets(self) -> dict[str, int]:
+        return {name: i for i, name in enumerate(self.names)}
+
     def index(self, name: str) -> int:
         """Offset of one named component, e.g. ``layout.index("enemy.bearing_sin")``."""
         try:
-            return self.names.index(name)
-        except ValueError:
+            return self._offsets[name]
+        except KeyError:
             raise KeyError(f"no observation component named {name!r}") from None
 
     # Block offsets (start index of each block).
