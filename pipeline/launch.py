@@ -35,6 +35,7 @@ class RunResult:
     """Agent-steps produced in total (a resumed run's earlier part included)."""
     updates: int
     wall_s: float
+    """Seconds from the start of the run loop to the end of its work (teardown excluded)."""
     ring: object | None
     """The ring's final ``RingStats``."""
     win_history: list[tuple[int, float, int]]
@@ -182,6 +183,9 @@ def run(config: PipelineConfig) -> RunResult:
             log.error("run failed: %s", exc)
             exit_code = 1
         finally:
+            # The run's wall time ends with its work, before the teardown below (the metrics
+            # server's shutdown alone waits up to half a second for its poll loop).
+            end = time.perf_counter()
             if profile is not None:
                 profile.close()
                 if profile.report is not None:
@@ -197,7 +201,7 @@ def run(config: PipelineConfig) -> RunResult:
             # From here on (final checkpoint, summary, evaluation) an interrupt means "now".
             for sig in previous:
                 signal.signal(sig, _exit_now)
-        result = _finish(config, parts, orch, display, log, start, exit_code)
+        result = _finish(config, parts, orch, display, log, end - start, exit_code)
         result.cuda_graph_actors = graph_actors
         return result
     finally:
@@ -223,10 +227,9 @@ def _exit_now(signum: int, frame: object) -> None:
     os._exit(130)
 
 
-def _finish(config: PipelineConfig, parts, orch, display, log: logging.Logger, start: float,
+def _finish(config: PipelineConfig, parts, orch, display, log: logging.Logger, wall: float,
             exit_code: int) -> RunResult:
-    """Final checkpoint, summary lines and evaluation."""
-    wall = time.perf_counter() - start
+    """Final checkpoint, summary lines and evaluation (``wall``: the run's seconds of work)."""
     ckpt = orch.save_checkpoint()
     result = RunResult(
         exit_code=exit_code, run_dir=orch.run_dir, checkpoint=ckpt, agent_steps=orch.agent_steps,
