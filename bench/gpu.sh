@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Everything that needs a CUDA device, in one go: the GPU tests, then the simulator and the
+# Everything that needs a CUDA device, in one go: the GPU tests, then the simulator, actor and
 # pipeline benchmarks at GPU scale. Usage: bash bench/gpu.sh [LOG_DIR]   (default bench/gpu-logs)
 # Exits non-zero if there is no CUDA device or any step failed; every step runs regardless.
 set -uo pipefail
@@ -24,5 +24,6 @@ step() {
     | tee "$out/device.txt"
 step gpu-tests python -m pytest -m gpu -v -rs -p no:cacheprovider
 step sim python bench/sim.py --device cuda
+step actor python bench/actor.py --device cuda --envs 8192 --rollout-len 32
 step pipeline python bench/pipeline.py --device cuda
 exit $status
