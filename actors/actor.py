@@ -22,6 +22,7 @@ import torch
 from torch import Tensor
 
 from actors.stats import EpisodeStats
+from agents.base import seeded_generator
 from sim import BatchedSim, SimConfig, canonical_device
 
 try:
@@ -140,7 +141,9 @@ class SimActor:
         if self.stream is not None:
             # The replica, opponent and reward were made on the caller's stream.
             self.stream.wait_stream(torch.cuda.current_stream(self.device))
-        self.rng = _policy_generator(self.device, seed)
+        # A fixed odd-multiplier mix keeps the policy's stream apart from the opponent's and
+        # the sim's of the same seed.
+        self.rng = seeded_generator(self.device, (seed * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) % (1 << 63))
         """The generator the policy samples from (None on the meta device, which has none)."""
         with self._on_stream(), torch.no_grad():
             self.sim = BatchedSim(num_envs, sim_config, self.device, seed=seed, compile=compile_sim,
@@ -302,12 +305,3 @@ class SimActor:
         """Raise a deferred sim error (bad actions); one host read, at chunk boundaries."""
         self.sim.check_errors()
 
-
-def _policy_generator(device: torch.device, seed: int) -> torch.Generator | None:
-    if device.type == "meta":
-        return None
-    g = torch.Generator(device=device)
-    # A fixed odd-multiplier mix keeps it apart from the sim's and the opponent's streams of
-    # the same seed.
-    g.manual_seed((seed * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) % (1 << 63))
-    return g

@@ -14,6 +14,17 @@ from sim.device import canonical_device
 ACTION_MODES = ("discrete", "continuous")
 
 
+def seeded_generator(device: torch.device | str, seed: int) -> torch.Generator | None:
+    """A generator on ``device`` seeded with ``seed``; None on the meta device, which holds
+    shapes only (it checks code paths for host reads) and has no generator."""
+    device = torch.device(device)
+    if device.type == "meta":
+        return None
+    g = torch.Generator(device=device)
+    g.manual_seed(seed)
+    return g
+
+
 def _check_action_mode(action_mode: str) -> str:
     if action_mode not in ACTION_MODES:
         raise ValueError(f"action_mode must be one of {ACTION_MODES}, got {action_mode!r}")
@@ -37,6 +48,7 @@ class BaseAgent:
         self.device = canonical_device(device)
         self.action_mode = _check_action_mode(action_mode)
         self.training = False
+        self._generator: torch.Generator | None = None
 
     def act(self, obs: torch.Tensor) -> torch.Tensor:
         """Actions ``[N, 3]`` for observations ``[N, D]``."""
@@ -54,7 +66,7 @@ class BaseAgent:
     def generators(self) -> list[torch.Generator]:
         """The random generators :meth:`act` draws from, besides the default one (a CUDA graph
         capturing ``act`` must know them on PyTorch versions without lazy registration)."""
-        return []
+        return [] if self._generator is None else [self._generator]
 
     def train(self) -> BaseAgent:
         """Training mode (stochastic policies sample); returns self."""
@@ -122,19 +134,7 @@ class RandomAgent(BaseAgent):
             raise ValueError(f"fire_prob must be in [0, 1], got {fire_prob}")
         self.seed = seed
         self.fire_prob = fire_prob
-        self._generator = self._new_generator()
-
-    def _new_generator(self) -> torch.Generator | None:
-        # The meta device holds shapes only (used to check code paths for host reads): it has
-        # no generator and nothing to draw.
-        if self.device.type == "meta":
-            return None
-        g = torch.Generator(device=self.device)
-        g.manual_seed(self.seed)
-        return g
-
-    def generators(self) -> list[torch.Generator]:
-        return [] if self._generator is None else [self._generator]
+        self._generator = seeded_generator(self.device, seed)
 
     def act(self, obs: torch.Tensor) -> torch.Tensor:
         """Random actions ``[N, 3]``; the observation only fixes the batch size."""
@@ -150,5 +150,5 @@ class RandomAgent(BaseAgent):
     def to(self, device: torch.device | str) -> RandomAgent:
         """Move to ``device`` with a fresh generator seeded as at construction."""
         super().to(device)
-        self._generator = self._new_generator()
+        self._generator = seeded_generator(self.device, self.seed)
         return self

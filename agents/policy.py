@@ -12,7 +12,7 @@ from typing import Protocol
 
 import torch
 
-from agents.base import BaseAgent
+from agents.base import BaseAgent, seeded_generator
 
 
 class PolicyNetwork(Protocol):
@@ -54,17 +54,7 @@ class PolicyAgent(BaseAgent):
             self._takes_generator = "generator" in inspect.signature(policy.act).parameters
         except (TypeError, ValueError):
             self._takes_generator = False
-        self._generator = self._new_generator()
-
-    def _new_generator(self) -> torch.Generator | None:
-        if not self._takes_generator or self.device.type == "meta":
-            return None
-        g = torch.Generator(device=self.device)
-        g.manual_seed(self.seed)
-        return g
-
-    def generators(self) -> list[torch.Generator]:
-        return [] if self._generator is None else [self._generator]
+        self._generator = seeded_generator(self.device, seed) if self._takes_generator else None
 
     def act(self, obs: torch.Tensor) -> torch.Tensor:
         """Actions ``[N, A]`` from the network; log-probs and values kept in ``last_*``."""
@@ -84,7 +74,7 @@ class PolicyAgent(BaseAgent):
         """Move the network (and the agent) to ``device``."""
         self.policy.to(device)
         super().to(device)
-        self._generator = self._new_generator()
+        self._generator = seeded_generator(self.device, self.seed) if self._takes_generator else None
         return self
 
     def train(self) -> PolicyAgent:
