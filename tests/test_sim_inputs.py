@@ -160,3 +160,35 @@ def test_state_and_result_buffers_are_updated_in_place() -> None:
     assert again is out
     assert {k: v.data_ptr() for k, v in sim.state.tensors().items()} == pointers
     assert {k: getattr(out, k).data_ptr() for k in result} == result
+
+
+def test_every_phase_an_accelerator_compiles_traces_as_one_graph() -> None:
+    """On accelerators all four phases are compiled with ``fullgraph=True``; the CPU compiles
+    the events phase not at all. Trace each with dynamo alone (no code generation), mid-episode
+    with missiles in flight, so a graph break would show here and not on the first GPU run."""
+    import functools
+
+    import torch._dynamo
+
+    from sim.kernels import finish_decision, substep_events, substep_move
+    from sim.observe import observe_into
+
+    sim = BatchedSim(8, seed=1)
+    sim.reset()
+    fire = torch.ones(8, 2, 3, dtype=torch.int64)
+    for _ in range(3):
+        sim.step(fire)
+    assert bool(sim.state.m_active.any()), "missiles should be in flight"
+    args = (sim.state, sim._acc, sim.config)
+    phases = {
+        "move": (substep_move, args),
+        "events": (substep_events, args),
+        "finish": (finish_decision, args),
+        "observe": (functools.partial(observe_into, fused=True),
+                    (sim.state, sim.config, torch.zeros_like(sim._obs))),
+    }
+    for name, (fn, fn_args) in phases.items():
+        torch._dynamo.reset()
+        report = torch._dynamo.explain(fn)(*fn_args)
+        assert report.graph_break_count == 0, f"{name}: {report.break_reasons}"
+        assert report.graph_count == 1, name
