@@ -304,4 +304,3 @@ class SimActor:
     def check_errors(self) -> None:
         """Raise a deferred sim error (bad actions); one host read, at chunk boundaries."""
         self.sim.check_errors()
-
