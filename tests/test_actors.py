@@ -197,29 +197,41 @@ def test_cuda_graph_needs_sync_free():
         make_actor(cfg, sync_free=False, cuda_graph=True)
 
 
+def _cuda_chunk(policy, cfg, opponent="pursuit", cuda_graph=False, placement="auto"):
+    """One chunk of a fresh CUDA actor (seed 5) committed to a one-slot debug ring."""
+    layout = ObsLayout.from_config(cfg)
+    actor = SimActor(
+        0, cfg, B, T, copy.deepcopy(policy), make_agent(opponent, B, layout, "cuda", sim_config=cfg),
+        make_reward("outcome", "cuda", layout=layout), device="cuda", seed=5, cuda_graph=cuda_graph,
+    )
+    assert actor.uses_cuda_graph == cuda_graph
+    ring = RolloutRing(SlotSpec(T, B, layout.size, 3), 1, placement=placement,
+                       actor_device="cuda", learner_device="cuda", debug=True)
+    slot = ring.acquire_write(0)
+    actor.rollout(slot)
+    slot.written_event.synchronize()
+    ring.commit(slot, 0)  # the debug check proves every field was written (to host memory too)
+    return slot
+
+
+def _cuda_policy(cfg):
+    torch.manual_seed(0)
+    layout = ObsLayout.from_config(cfg)
+    return ActorCritic(layout.size, ActionSpec.for_sim(cfg), hidden_sizes=(16,)).cuda()
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("opponent", ["pursuit", "random"])  # random: its own CUDA generator
 def test_cuda_graph_gives_the_eager_samples(opponent):
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
     cfg = SimConfig(max_time_s=4.0)
-    layout = ObsLayout.from_config(cfg)
-    torch.manual_seed(0)
-    policy = ActorCritic(layout.size, ActionSpec.for_sim(cfg), hidden_sizes=(16,)).cuda()
+    policy = _cuda_policy(cfg)
     chunks = []
     for graph in (False, True):
         torch.manual_seed(123)
         torch.cuda.manual_seed(123)
-        actor = SimActor(
-            0, cfg, B, T, copy.deepcopy(policy), make_agent(opponent, B, layout, "cuda", sim_config=cfg),
-            make_reward("outcome", "cuda", layout=layout), device="cuda", seed=5, cuda_graph=graph,
-        )
-        assert actor.uses_cuda_graph == graph
-        ring = RolloutRing(SlotSpec(T, B, layout.size, 3), 1, actor_device="cuda", learner_device="cuda", debug=True)
-        slot = ring.acquire_write(0)
-        actor.rollout(slot)
-        slot.written_event.synchronize()
-        ring.commit(slot, 0)
+        slot = _cuda_chunk(policy, cfg, opponent, cuda_graph=graph)
         chunks.append({k: v.clone() for k, v in slot.float_fields().items()} | {"actions": slot.actions.clone()})
     for key in chunks[0]:
         assert torch.allclose(chunks[0][key], chunks[1][key], atol=1e-5), key
@@ -230,22 +242,11 @@ def test_pinned_ring_matches_device_ring():
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
     cfg = SimConfig(max_time_s=4.0)
-    layout = ObsLayout.from_config(cfg)
-    torch.manual_seed(0)
-    policy = ActorCritic(layout.size, ActionSpec.for_sim(cfg), hidden_sizes=(16,)).cuda()
+    policy = _cuda_policy(cfg)
     chunks = []
     for placement in ("device", "pinned"):
         torch.cuda.manual_seed(7)
-        actor = SimActor(
-            0, cfg, B, T, copy.deepcopy(policy), make_agent("pursuit", B, layout, "cuda", sim_config=cfg),
-            make_reward("outcome", "cuda", layout=layout), device="cuda", seed=5, cuda_graph=False,
-        )
-        ring = RolloutRing(SlotSpec(T, B, layout.size, 3), 1, placement=placement,
-                           actor_device="cuda", learner_device="cuda", debug=True)
-        slot = ring.acquire_write(0)
-        actor.rollout(slot)
-        slot.written_event.synchronize()
-        ring.commit(slot, 0)  # the debug check proves every field reached host memory
+        slot = _cuda_chunk(policy, cfg, placement=placement)
         chunks.append({k: v.cpu() for k, v in slot.storage().items()})
     for key in chunks[0]:
         assert torch.equal(chunks[0][key], chunks[1][key]), key
