@@ -4,20 +4,21 @@ This is the oracle the batched simulator is checked against. It follows ``sim.md
 ``sim/RULES.md`` line by line, favouring the obvious reading over speed: every physics step is
 written out in the order RULES.md gives (launch, guidance, integration, clocks, hits, arena,
 destruction, missile loss, outcome); the observation is built field by field from the layout
-in ``sim/layout.py`` by ``sim/reference_obs.py``. There is no auto-reset: the caller resets after
-``done``.
+in ``sim/layout.py`` by ``sim/reference_obs.py``; the fighter and missile state live in
+``sim/reference_state.py``. There is no auto-reset: the caller resets after ``done``.
 """
 
 from __future__ import annotations
 
 import math
 import operator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from sim.config import AeroParams, SimConfig
 from sim.layout import ObsLayout
 from sim.reference_obs import observe_side
+from sim.reference_state import ReferenceFighter, ReferenceMissile
 from sim.scenarios import InitialConditions
 
 WINNER_NONE, WINNER_RED, WINNER_BLUE, WINNER_DRAW = -1, 0, 1, 2
@@ -33,31 +34,6 @@ THROTTLE_LEVELS = (0.0, 0.5, 1.0)
 _MIN_SQ = 1e-6  # floor for |r|² and V² in guidance (RULES.md, guidance)
 _MIN_SPEED = 1e-6  # floor for |v| when taking the heading (RULES.md, integration)
 _SWEEP_EPS = 1e-12  # below this |e|² the relative motion is a point (RULES.md, hits)
-
-
-@dataclass
-class ReferenceFighter:
-    """One fighter's state; plain attributes so tests can read and set them."""
-
-    pos: list[float]
-    vel: list[float]
-    throttle: float = 1.0
-    rudder: float = 0.0
-    alive: bool = True
-    missiles_left: int = 0
-    since_launch_steps: int = 0
-    fire_request: bool = False
-
-
-@dataclass
-class ReferenceMissile:
-    """One missile slot's state; its owner is the slot's side, its target the other fighter."""
-
-    active: bool = False
-    pos: list[float] = field(default_factory=lambda: [0.0, 0.0])
-    vel: list[float] = field(default_factory=lambda: [0.0, 0.0])
-    rudder: float = 0.0
-    flight_steps: int = 0
 
 
 @dataclass

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from sim.config import SimConfig
 from sim.layout import (
@@ -19,9 +18,7 @@ from sim.layout import (
     RANGE_SCALE_M,
     SPEED_SCALE_MPS,
 )
-
-if TYPE_CHECKING:
-    from sim.reference import ReferenceFighter, ReferenceMissile
+from sim.reference_state import ReferenceFighter, ReferenceMissile
 
 
 def observe_side(
