@@ -6,7 +6,7 @@ import inspect
 
 import torch
 
-from agents.registry import load_object
+from core.plugins import load_object
 from rewards.base import BaseReward, WeightedSum
 from rewards.presets import OutcomeReward, ShapedReward, ZeroReward
 from sim.layout import ObsLayout
