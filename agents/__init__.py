@@ -2,7 +2,7 @@
 
 from agents.base import BaseAgent, RandomAgent
 from agents.policy import PolicyAgent
-from agents.registry import SCRIPTED, load_object, make_agent
+from agents.registry import SCRIPTED, make_agent
 from agents.scripted import (
     CrankAgent,
     CrankConfig,
@@ -25,6 +25,5 @@ __all__ = [
     "ShooterAgent",
     "ShooterConfig",
     "StraightAgent",
-    "load_object",
     "make_agent",
 ]

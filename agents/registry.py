@@ -1,8 +1,11 @@
-"""Build an agent from a command-line spec: scripted name, checkpoint path or import path."""
+"""Build an agent from a command-line spec: a scripted name or an import path.
+
+Checkpoints are the third kind of spec, but loading one needs the learner (a floor above this
+package), so ``pipeline.plugins.make_agent`` handles them and hands every other spec to
+:func:`make_agent` here."""
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from pathlib import Path
 from typing import Any
@@ -10,8 +13,8 @@ from typing import Any
 import torch
 
 from agents.base import BaseAgent, RandomAgent
-from agents.policy import PolicyAgent
 from agents.scripted import CrankAgent, PursuitAgent, ShooterAgent, StraightAgent
+from core.plugins import load_object
 from sim.config import SimConfig
 from sim.layout import ObsLayout
 
@@ -25,23 +28,14 @@ SCRIPTED: dict[str, type[BaseAgent]] = {
 """Scripted agents by name."""
 
 CHECKPOINT_SUFFIXES = (".pt", ".pth")
+"""File suffixes that make a spec a checkpoint."""
 
 
-def load_object(path: str) -> Any:
-    """Import ``package.module:Name`` and return ``Name``, with a clear error when it fails."""
-    module_name, sep, attr = path.partition(":")
-    if not sep or not module_name or not attr:
-        raise ValueError(f"import path must look like 'package.module:Name', got {path!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValueError(f"cannot import module {module_name!r} from {path!r}: {exc}") from exc
-    obj: Any = module
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise ValueError(f"module {module_name!r} has no attribute {attr!r}")
-        obj = getattr(obj, part)
-    return obj
+def looks_like_checkpoint(spec: str) -> bool:
+    """Whether ``spec`` names a checkpoint: a ``.pt`` / ``.pth`` file or an existing folder (that
+    should hold ``latest.pt``). Scripted names are checked before this."""
+    path = Path(spec)
+    return path.suffix in CHECKPOINT_SUFFIXES or path.is_dir()
 
 
 def _construct(factory: Any, kwargs: dict[str, Any], spec: str) -> BaseAgent:
@@ -73,12 +67,12 @@ def make_agent(
 
     - a scripted name: ``straight``, ``pursuit``, ``shooter``, ``crank``, ``random``
       (``random`` uses ``seed``; the others use ``sim_config`` for their missile tables);
-    - a checkpoint: a ``.pt`` / ``.pth`` file, or a folder holding ``latest.pt``, loaded with
-      ``learner.checkpoint.load_policy`` and wrapped in :class:`PolicyAgent`
-      (``deterministic`` picks the most likely action);
     - an import path ``package.module:Name`` naming a :class:`BaseAgent` subclass or factory;
       it is called with those of ``num_envs``, ``layout``, ``device``, ``seed``,
       ``action_mode``, ``sim_config`` that its signature accepts.
+
+    A checkpoint spec raises ``ValueError``: ``pipeline.plugins.make_agent`` loads those
+    (``deterministic`` only matters there; it is taken here so both share one signature).
     """
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"agent spec must be a non-empty string, got {spec!r}")
@@ -89,28 +83,11 @@ def make_agent(
     }
     if spec in SCRIPTED:
         return _construct(SCRIPTED[spec], kwargs, spec)
-    path = Path(spec)
-    if path.suffix in CHECKPOINT_SUFFIXES or path.is_dir():
-        if path.is_dir():
-            path = path / "latest.pt"
-        if not path.is_file():
-            raise ValueError(f"checkpoint {str(path)!r} does not exist")
-        # The learner is only needed for checkpoints.
-        from learner.checkpoint import load_policy
-
-        policy = load_policy(path, device=device)
-        saved_layout = getattr(policy, "obs_layout", None)
-        if saved_layout is not None:
-            diff = ObsLayout.describe_difference(saved_layout, layout.metadata())
-            if diff is not None:
-                raise ValueError(f"checkpoint {str(path)!r} was trained on another observation layout: {diff}")
-        policy_dim = getattr(policy, "obs_dim", layout.size)
-        if policy_dim != layout.size:
-            raise ValueError(
-                f"checkpoint {str(path)!r} expects observations of size {policy_dim}, "
-                f"the simulator's layout has {layout.size}"
-            )
-        return PolicyAgent(policy, num_envs, deterministic=deterministic, seed=seed).to(device)
+    if looks_like_checkpoint(spec):
+        raise ValueError(
+            f"agent spec {spec!r} is a checkpoint: checkpoints are loaded by "
+            "pipeline.plugins.make_agent, not agents.registry.make_agent"
+        )
     if ":" in spec:
         factory = load_object(spec)
         if not callable(factory):
@@ -118,5 +95,6 @@ def make_agent(
         return _construct(factory, kwargs, spec)
     raise ValueError(
         f"unknown agent {spec!r}: expected one of {', '.join(SCRIPTED)}, a checkpoint path "
-        "(.pt file or folder with latest.pt) or an import path 'package.module:ClassName'"
+        "(.pt file or folder with latest.pt; pipeline.plugins.make_agent loads those) or an "
+        "import path 'package.module:ClassName'"
     )

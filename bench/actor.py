@@ -28,9 +28,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from actors.actor import SimActor
-from agents.registry import make_agent
 from learner import ActionSpec, ActorCritic, PPOConfig
 from pipeline.components import pick_device
+from pipeline.plugins import make_agent
 from pipeline.ring import RolloutRing, SlotSpec
 from rewards import make_reward
 from sim import ObsLayout, SimConfig

@@ -4,7 +4,7 @@
 plays ``A`` against each opponent and prints win / draw / loss rates with Wilson 95% intervals
 and the mean episode length; ``--round-robin A,B,C`` plays every pair and rates all entrants by a
 maximum-likelihood Bradley–Terry (Elo) fit. An entrant is a scripted name, a checkpoint path or
-an import path ``package.module:ClassName`` (see :func:`agents.make_agent`).
+an import path ``package.module:ClassName`` (see :func:`pipeline.plugins.make_agent`).
 
 Fairness and determinism: a match of ``E`` episodes draws ``ceil(E / 2)`` starts from the
 seeded scenario generator and plays each start twice, once with the agent as red and once as
@@ -26,7 +26,8 @@ from pathlib import Path
 
 import torch
 
-from agents import BaseAgent, make_agent
+from agents import BaseAgent
+from pipeline.plugins import make_agent
 from sim import BatchedSim, SimConfig
 from sim.kernels import END_REASONS
 
