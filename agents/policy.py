@@ -8,7 +8,7 @@ log-probabilities and values, which actors store with the rollout.
 from __future__ import annotations
 
 import inspect
-from typing import Protocol
+from typing import Protocol, cast
 
 import torch
 
@@ -20,6 +20,15 @@ class PolicyNetwork(Protocol):
 
     def act(self, obs: torch.Tensor, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(actions [B, A], log_prob [B], value [B])`` for ``obs [B, D]``."""
+        ...
+
+
+class _SeededPolicyNetwork(Protocol):
+    """A :class:`PolicyNetwork` whose ``act`` also samples from a given generator."""
+
+    def act(self, obs: torch.Tensor, deterministic: bool = False,
+            generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """As :meth:`PolicyNetwork.act`, drawing random numbers from ``generator``."""
         ...
 
 
@@ -51,7 +60,7 @@ class PolicyAgent(BaseAgent):
         self.training = bool(getattr(policy, "training", False))
         self.seed = seed
         try:
-            self._takes_generator = "generator" in inspect.signature(policy.act).parameters
+            self._takes_generator = "generator" in inspect.signature(cast(PolicyNetwork, policy).act).parameters
         except (TypeError, ValueError):
             self._takes_generator = False
         self._generator = seeded_generator(self.device, seed) if self._takes_generator else None
@@ -62,11 +71,14 @@ class PolicyAgent(BaseAgent):
         if obs.device != self.device:
             raise ValueError(f"obs must be on {self.device}, got {obs.device}")
         with torch.no_grad():
+            # The policy is typed as the nn.Module it is; act() is checked in __init__.
             if self._generator is not None:
-                actions, log_prob, value = self.policy.act(obs, deterministic=self.deterministic,
-                                                           generator=self._generator)
+                seeded = cast(_SeededPolicyNetwork, self.policy)
+                actions, log_prob, value = seeded.act(obs, deterministic=self.deterministic,
+                                                      generator=self._generator)
             else:
-                actions, log_prob, value = self.policy.act(obs, deterministic=self.deterministic)
+                plain = cast(PolicyNetwork, self.policy)
+                actions, log_prob, value = plain.act(obs, deterministic=self.deterministic)
         self.last_log_prob, self.last_value = log_prob, value
         return actions
 

@@ -7,6 +7,7 @@ package), so ``pipeline.plugins.make_agent`` handles them and hands every other 
 from __future__ import annotations
 
 import inspect
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ def looks_like_checkpoint(spec: str) -> bool:
 
 def _construct(factory: Any, kwargs: dict[str, Any], spec: str) -> BaseAgent:
     """Call ``factory`` with the keyword arguments its signature accepts."""
+    params: Mapping[str, inspect.Parameter]
     try:
         params = inspect.signature(factory).parameters
     except (TypeError, ValueError):

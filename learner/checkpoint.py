@@ -77,6 +77,8 @@ def atomic_torch_save(obj: Any, path: str | Path) -> Path:
 def _rng_state() -> dict[str, Any]:
     # The legacy global numpy RNG is what third-party code seeds and draws from; keep it too.
     np_state = np.random.get_state()  # noqa: NPY002
+    if not isinstance(np_state, tuple):  # legacy=True, the default, gives the tuple form
+        raise TypeError(f"numpy.random.get_state() gave a {type(np_state).__name__}, not a tuple")
     py_version, py_internal, py_gauss = random.getstate()
     state: dict[str, Any] = {
         "torch": torch.get_rng_state(),

@@ -69,6 +69,10 @@ class ActorCritic(nn.Module):
         else:
             self.log_std = nn.Parameter(torch.zeros(action_spec.dim))
         self._splits = list(action_spec.nvec)
+        # Filled in by learner.checkpoint.load_policy: the observation layout metadata and the
+        # policy version the loaded weights were saved with (None / 0 for a fresh network).
+        self.obs_layout: dict[str, Any] | None = None
+        self.policy_version = 0
 
     def init_kwargs(self) -> dict[str, Any]:
         """Constructor arguments (plain types), enough to rebuild this network from a checkpoint."""

@@ -8,8 +8,8 @@ side. The environment's own reward is only the outcome; everything else is a plu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TypedDict
+from collections.abc import Mapping, Sequence
+from typing import TypedDict, cast
 
 import torch
 
@@ -63,9 +63,11 @@ def check_inputs(
     missing = [k for k in StepInfo.__annotations__ if k not in info]
     if missing:
         raise ValueError(f"info is missing key(s): {', '.join(missing)}")
+    # Every StepInfo field is a tensor: read the info as a mapping of tensors by name.
+    fields = cast(Mapping[str, torch.Tensor], info)
     for key in StepInfo.__annotations__:
-        if info[key].shape != (n,):
-            raise ValueError(f"info[{key!r}] must have shape ({n},), got {tuple(info[key].shape)}")
+        if fields[key].shape != (n,):
+            raise ValueError(f"info[{key!r}] must have shape ({n},), got {tuple(fields[key].shape)}")
     return n
 
 
@@ -125,10 +127,11 @@ class WeightedSum(BaseReward):
 
     def compute(self, obs_before, obs_after, action, done, info) -> torch.Tensor:
         """The weighted sum of every term's reward."""
-        total = None
-        for weight, reward in self.terms:
-            r = weight * reward.compute(obs_before, obs_after, action, done, info)
-            total = r if total is None else total + r
+        # The constructor refuses an empty list, so there is always a first term.
+        (w0, first), *rest = self.terms
+        total = w0 * first.compute(obs_before, obs_after, action, done, info)
+        for weight, reward in rest:
+            total = total + weight * reward.compute(obs_before, obs_after, action, done, info)
         return total
 
     def reset(self, env_mask: torch.Tensor | None = None) -> None:

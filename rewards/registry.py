@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 
@@ -20,6 +22,8 @@ PRESETS: dict[str, type[BaseReward]] = {
 
 
 def _make_one(spec: str, device: torch.device | str, layout: ObsLayout | None) -> BaseReward:
+    """One term: a preset or an import path, called with the arguments its signature accepts."""
+    cls: Callable[..., Any]
     if spec in PRESETS:
         cls = PRESETS[spec]
     elif ":" in spec:
@@ -31,11 +35,12 @@ def _make_one(spec: str, device: torch.device | str, layout: ObsLayout | None) -
             f"unknown reward {spec!r}: expected one of {', '.join(PRESETS)} or an import path "
             "'package.module:ClassName'"
         )
+    params: Mapping[str, inspect.Parameter]
     try:
         params = inspect.signature(cls).parameters
     except (TypeError, ValueError):
         params = {}
-    kwargs = {"device": device, "layout": layout}
+    kwargs: dict[str, Any] = {"device": device, "layout": layout}
     if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         kwargs = {k: v for k, v in kwargs.items() if k in params}
     reward = cls(**kwargs)
