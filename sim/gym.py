@@ -6,7 +6,7 @@ observations are red's egocentric view (sim/layout.py) and the reward is red's o
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 import gymnasium
 import numpy as np
@@ -61,7 +61,8 @@ def _info(out: StepResult, i: int) -> dict[str, Any]:
 class MidrangeEnv(gymnasium.Env):
     """One duel, red against pursuit. ``MidrangeEnv(config=None, **SimConfig overrides)``."""
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+    # Not a ClassVar: gymnasium declares metadata an instance attribute.
+    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012
 
     def __init__(self, config: SimConfig | None = None, render_mode: str | None = None, **overrides: Any) -> None:
         if render_mode is not None:
@@ -115,7 +116,8 @@ class MidrangeVectorEnv(VectorEnv):
     ``info["_final_obs"]``) holds the last observation of the ended one.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
+    # Not a ClassVar: gymnasium declares metadata an instance attribute.
+    metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}  # noqa: RUF012
 
     def __init__(
         self,

@@ -43,7 +43,7 @@ def _nearest(
     idx = torch.arange(m, device=key.device)
     j_first = (idx.view(1, m) < idx.view(m, 1)).view(1, m, m, 1)  # [i, j]: j < i
     rank = ((kj < ki) | ((kj == ki) & j_first)).sum(2)  # [2, M, N]
-    out = []
+    out: list[torch.Tensor] = []
     zero = torch.zeros_like(key)
     for c in range(count):
         sel = (rank == c) & active

@@ -143,9 +143,9 @@ def initial_conditions_batch(
     dev = env_index.device
     if config.scenario == "head_on":
         # Built with fills, not from host data, so it is safe inside CUDA graph capture.
-        half = config.head_on_separation_m / 2
+        half_sep = config.head_on_separation_m / 2
         side = torch.arange(2, device=dev).to(dtype).expand(m, 2)  # 0 red, 1 blue
-        pos = torch.stack([(2 * side - 1) * half, torch.zeros_like(side)], dim=-1)
+        pos = torch.stack([(2 * side - 1) * half_sep, torch.zeros_like(side)], dim=-1)
         heading = side * math.pi
         speed = torch.full((m, 2), config.head_on_speed_mps, dtype=dtype, device=dev)
         return pos, heading, speed
