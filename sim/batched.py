@@ -174,7 +174,7 @@ class BatchedSim:
         cfg, s = self.config, self.state
         episode = s.episode_index[idx] if mask is None else s.episode_index
         pos, heading, speed = initial_conditions_batch(cfg, self._seed, idx, episode, self.dtype)
-        new = {
+        new: dict[str, torch.Tensor | float] = {
             "f_px": pos[..., 0].t(), "f_py": pos[..., 1].t(),
             "f_vx": (speed * torch.cos(heading)).t(), "f_vy": (speed * torch.sin(heading)).t(),
             "f_throttle": 1.0, "f_rudder": 0.0, "f_alive": True, "f_ammo": cfg.missiles_per_fighter,
