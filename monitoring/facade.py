@@ -214,7 +214,7 @@ class Metrics:
                 slot = acc.device.setdefault(key, (torch.zeros(3, dtype=torch.int64, device=device), event))
             total, event = slot
             if len(tensors) == 3:  # the usual case: one kernel for all three counts
-                total.add_(torch.stack([v.reshape(()).to(torch.int64) for v in counts]))
+                total.add_(torch.stack([v.reshape(()).to(torch.int64) for v in tensors]))
             else:
                 for i, value in enumerate(counts):
                     if isinstance(value, torch.Tensor):
@@ -285,7 +285,7 @@ class Metrics:
                 raise ValueError(f"lags must be an integer tensor, got {lags.dtype}")
             if lags.numel():
                 self._policy_lag.observe_tensor(lags)
-        elif isinstance(lags, int) and not isinstance(lags, bool):
+        elif isinstance(lags, int):  # check_int refuses a bool
             self._policy_lag.observe(check_int("lag", lags))
         else:
             self._policy_lag.observe_sequence([check_int("lags[i]", v) for v in lags])

@@ -207,6 +207,7 @@ class ProfileSession:
         from monitoring.overlap import analyze_trace  # local: keeps span() imports light
 
         prof, self._profiler = self._profiler, None
+        assert prof is not None, "_finish() runs only while recording"
         self._done = True
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             torch.cuda.synchronize()  # GPU activity of the recorded iterations must be complete
