@@ -16,6 +16,11 @@ class RunningObsNorm(nn.Module):
     stay identical on all ranks.
     """
 
+    # Buffers registered in __init__ (declared here so they type as tensors, not Tensor | Module).
+    mean: Tensor
+    var: Tensor
+    count: Tensor
+
     def __init__(self, dim: int, clip: float = 10.0, eps: float = 1e-8) -> None:
         super().__init__()
         if dim < 1:
