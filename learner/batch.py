@@ -1,44 +1,45 @@
-"""The unit of experience the learner consumes: one rollout chunk of T steps × B environments."""
+"""The unit of experience the learner consumes: T steps × B environments, fields from the schema.
+
+The fields are those of :data:`core.schema.ROLLOUT_FIELDS` (observations, actions, behaviour
+log-probs and values, rewards, terminated and truncated flags, bootstrap and next values), plus
+the policy version that produced each column. Step ``t`` of column ``b`` is the transition from
+``obs[t, b]`` under ``actions[t, b]``. Where an episode ended at step ``t``, the next row holds
+the first observation of a new episode; the value of the *final* observation of a truncated
+episode is in ``bootstrap_values[t, b]`` (ignored elsewhere), and the value of the observation
+after the last step in ``next_values[b]``.
+"""
 
 from __future__ import annotations
-
-from dataclasses import dataclass, fields
 
 import torch
 from torch import Tensor
 
+from core.schema import Rollout, RolloutSpec, check_rollout, rollout_fields
 
-@dataclass
-class RolloutBatch:
-    """T steps × B environments of experience from one behaviour policy version per column.
 
-    Step ``t`` of column ``b`` is the transition from ``obs[t, b]`` under ``actions[t, b]``.
-    Where an episode ended at step ``t`` (terminated or truncated), the next row holds the first
-    observation of a new episode; the value of the *final* observation of a truncated episode is
-    in ``bootstrap_values[t, b]`` (ignored elsewhere), and the value of the observation after
-    the last step is in ``next_values[b]``.
+class RolloutBatch(Rollout):
+    """A rollout the learner trains on: every schema field plus ``policy_versions`` ``[B]``.
+
+    Built from keyword tensors (``RolloutBatch(obs=..., actions=..., ..., policy_versions=...)``)
+    or from a preallocated :class:`core.schema.Rollout` with :meth:`of`.
     """
 
-    obs: Tensor
-    """Observations ``[T, B, D]`` (float)."""
-    actions: Tensor
-    """Actions taken ``[T, B, A]`` (int64 for discrete kinds, float for continuous)."""
-    log_probs: Tensor
-    """Behaviour log-probabilities of the actions ``[T, B]``."""
-    values: Tensor
-    """Behaviour value estimates of ``obs`` ``[T, B]``."""
-    rewards: Tensor
-    """Rewards ``[T, B]``."""
-    terminated: Tensor
-    """Episode ended by the task at step t ``[T, B]`` bool (no bootstrap)."""
-    truncated: Tensor
-    """Episode cut off (time limit) at step t ``[T, B]`` bool (bootstrap from the final obs)."""
-    bootstrap_values: Tensor
-    """Value of the final observation ``[T, B]``; used where truncated."""
-    next_values: Tensor
-    """Value of the observation following the last step ``[B]``."""
-    policy_versions: Tensor
-    """Policy version that produced each column ``[B]`` int64."""
+    def __init__(self, policy_versions: Tensor, spec: RolloutSpec | None = None,
+                 block: Tensor | None = None, **tensors: Tensor) -> None:
+        if spec is None:
+            t, b = check_rollout(tensors)
+            obs, actions = tensors["obs"], tensors["actions"]
+            spec = RolloutSpec(t, b, int(obs.shape[-1]), int(actions.shape[-1]),
+                               action_dtype=actions.dtype, float_dtype=obs.dtype,
+                               fields=rollout_fields())
+        super().__init__(spec, dict(tensors), block)
+        self.policy_versions = policy_versions
+        """Policy version that produced each column ``[B]`` int64."""
+
+    @classmethod
+    def of(cls, rollout: Rollout, policy_versions: Tensor) -> RolloutBatch:
+        """A batch over ``rollout``'s tensors (no copy)."""
+        return cls(policy_versions, spec=rollout.spec, block=rollout.block, **rollout.tensors())
 
     @property
     def num_steps(self) -> int:
@@ -55,52 +56,24 @@ class RolloutBatch:
         """T · B."""
         return self.num_steps * self.num_envs
 
-    @property
-    def device(self) -> torch.device:
-        """Device of the observations."""
-        return self.obs.device
-
     def validate(self, obs_dim: int | None = None, action_dim: int | None = None) -> None:
         """Raise ``ValueError`` naming the first field whose shape, dtype or device is wrong."""
-        if self.obs.dim() != 3:
-            raise ValueError(f"obs must have shape (T, B, D), got {tuple(self.obs.shape)}")
-        t, b, d = self.obs.shape
-        if obs_dim is not None and d != obs_dim:
-            raise ValueError(f"obs must have shape (T, B, {obs_dim}), got {tuple(self.obs.shape)}")
-        if not self.obs.is_floating_point():
-            raise ValueError(f"obs must be floating point, got {self.obs.dtype}")
-        a = action_dim if action_dim is not None else (self.actions.shape[-1] if self.actions.dim() == 3 else -1)
-        expected = {
-            "actions": (t, b, a),
-            "log_probs": (t, b),
-            "values": (t, b),
-            "rewards": (t, b),
-            "terminated": (t, b),
-            "truncated": (t, b),
-            "bootstrap_values": (t, b),
-            "next_values": (b,),
-            "policy_versions": (b,),
-        }
-        for name, shape in expected.items():
-            value = getattr(self, name)
-            if not isinstance(value, Tensor):
-                raise ValueError(f"{name} must be a tensor, got {type(value).__name__}")
-            if tuple(value.shape) != shape:
-                want = ", ".join("A" if s == -1 else str(s) for s in shape)
-                raise ValueError(f"{name} must have shape ({want}), got {tuple(value.shape)}")
-            if value.device != self.obs.device:
-                raise ValueError(f"{name} is on {value.device} but obs is on {self.obs.device}")
-        for name in ("terminated", "truncated"):
-            if getattr(self, name).dtype != torch.bool:
-                raise ValueError(f"{name} must be bool, got {getattr(self, name).dtype}")
-        for name in ("log_probs", "values", "rewards", "bootstrap_values", "next_values"):
-            if not getattr(self, name).is_floating_point():
-                raise ValueError(f"{name} must be floating point, got {getattr(self, name).dtype}")
-        if self.policy_versions.dtype != torch.int64:
-            raise ValueError(f"policy_versions must be int64, got {self.policy_versions.dtype}")
+        _, b = check_rollout(self.tensors(), self.spec.fields, obs_dim, action_dim)
+        v = self.policy_versions
+        if not isinstance(v, Tensor) or tuple(v.shape) != (b,):
+            shape = tuple(v.shape) if isinstance(v, Tensor) else type(v).__name__
+            raise ValueError(f"policy_versions must have shape (B,) = ({b},), got {shape}")
+        if v.dtype != torch.int64:
+            raise ValueError(f"policy_versions must be int64, got {v.dtype}")
+        if v.device != self.obs.device:
+            raise ValueError(f"policy_versions is on {v.device} but obs is on {self.obs.device}")
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> RolloutBatch:
         """A copy of every tensor on ``device`` (``non_blocking`` for pinned-host sources)."""
-        return RolloutBatch(**{
-            f.name: getattr(self, f.name).to(device, non_blocking=non_blocking) for f in fields(self)
-        })
+        moved = {k: t.to(device, non_blocking=non_blocking) for k, t in self.tensors().items()}
+        return RolloutBatch(self.policy_versions.to(device, non_blocking=non_blocking),
+                            spec=self.spec, **moved)
+
+    def columns_batch(self, n: int) -> RolloutBatch:
+        """The first ``n`` columns as a batch of views (a short final batch)."""
+        return RolloutBatch(self.policy_versions[:n], spec=self.spec, **self.columns(slice(0, n)))

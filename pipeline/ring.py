@@ -21,36 +21,79 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import enum
 import threading
 import time
 from dataclasses import dataclass
 
 import torch
 
-from pipeline.slots import (
-    MAGIC_BYTE,
-    MAGIC_FLOAT,
-    MAGIC_INT,
-    RingSlot,
-    SlotSpec,
-    SlotState,
-    choose_placement,
-)
+from core.schema import Rollout, RolloutSpec
 
-__all__ = [
-    "MAGIC_BYTE",
-    "MAGIC_FLOAT",
-    "MAGIC_INT",
-    "RingClosed",
-    "RingSlot",
-    "RingStats",
-    "RolloutRing",
-    "SlotSpec",
-    "SlotState",
-    "SlotStateError",
-    "UnwrittenSlotError",
-    "choose_placement",
-]
+
+class SlotState(enum.IntEnum):
+    """Where a slot is in its cycle."""
+
+    FREE = 0
+    WRITING = 1
+    READY = 2
+    READING = 3
+
+
+class RingSlot(Rollout):
+    """One preallocated chunk (every field of the rollout schema, in one byte block) and its
+    place in the ring: state, the policy version and actor that wrote it, its commit order.
+
+    ``written_event`` / ``read_event`` order the producer's and consumer's CUDA streams (None on
+    the CPU).
+    """
+
+    def __init__(self, index: int, spec: RolloutSpec, device: torch.device, pin: bool, share: bool):
+        chunk = spec.allocate(device, pin=pin, share=share)
+        super().__init__(spec, chunk.tensors(), chunk.block)
+        self.index = index
+        self.state = SlotState.FREE
+        self.policy_version = -1
+        self.actor_id = -1
+        self.sequence = -1
+        """Commit order over the whole ring (the learner reads oldest first)."""
+        self.uses = 0
+        cuda = device.type == "cuda" or pin
+        # Blocking: the sync mode waits on it with synchronize(), which then sleeps, not spins.
+        self.written_event = torch.cuda.Event(blocking=True) if cuda else None
+        self.read_event = torch.cuda.Event() if cuda else None
+
+
+def choose_placement(requested: str, actor_device: torch.device, learner_device: torch.device) -> str:
+    """Resolve ``auto`` and check an explicit placement is possible on these devices.
+
+    device memory when actors and learner share a GPU (a PCIe round trip would only cost time);
+    pinned host memory when rollouts cross devices; plain shared CPU memory on CPU-only hosts.
+    """
+    actor_device, learner_device = torch.device(actor_device), torch.device(learner_device)
+    if requested == "auto":
+        if actor_device.type == "cuda" and actor_device == learner_device:
+            return "device"
+        if "cuda" in (actor_device.type, learner_device.type):
+            return "pinned"
+        return "shared"
+    if requested == "device":
+        if actor_device != learner_device and actor_device.type == "cuda":
+            raise ValueError(
+                f"ring placement 'device' needs actors and learner on one device, "
+                f"got actors on {actor_device} and learner on {learner_device}"
+            )
+        return "device"
+    if requested == "pinned":
+        if not torch.cuda.is_available():
+            raise ValueError("ring placement 'pinned' needs CUDA (pinned host memory), none found")
+        return "pinned"
+    if requested == "shared":
+        if actor_device.type == "cuda" and learner_device.type == "cuda":
+            raise ValueError("ring placement 'shared' is host memory; use 'device' or 'pinned' on CUDA")
+        return "shared"
+    raise ValueError(f"ring placement must be auto, device, pinned or shared, got {requested!r}")
+
 
 class RingClosed(RuntimeError):
     """Raised by a waiting call when the ring is closed (the run is stopping)."""
@@ -99,7 +142,7 @@ class RolloutRing:
 
     def __init__(
         self,
-        spec: SlotSpec,
+        spec: RolloutSpec,
         num_slots: int,
         placement: str = "auto",
         actor_device: torch.device | str = "cpu",
@@ -123,8 +166,9 @@ class RolloutRing:
         self._ready: collections.deque[int] = collections.deque()
         self._free: collections.deque[int] = collections.deque(range(num_slots))
         self._closed = False
+        self._production_ended = False
         self._sequence = 0
-        self._c = collections.Counter()
+        self._c: collections.Counter[str] = collections.Counter()
         self._write_wait_s = 0.0
         self._read_wait_s = 0.0
 
@@ -147,8 +191,8 @@ class RolloutRing:
             )
 
     def _try_write_locked(self, actor_id: int) -> RingSlot | None:
-        if self._closed:
-            raise RingClosed("ring closed")
+        if self._closed or self._production_ended:
+            raise RingClosed("ring closed" if self._closed else "production ended")
         if not self._free:
             return None
         slot = self.slots[self._free.popleft()]
@@ -164,7 +208,10 @@ class RolloutRing:
         if self._closed:
             raise RingClosed("ring closed")
         if len(self._ready) < n:
-            return None
+            writing = any(s.state == SlotState.WRITING for s in self.slots)
+            if not self._production_ended or writing:
+                return None
+            n = len(self._ready)  # the last chunks: fewer than asked, or none
         out = []
         for _ in range(n):
             slot = self.slots[self._ready.popleft()]
@@ -246,7 +293,9 @@ class RolloutRing:
 
     # ----------------------------------------------------------------------- reader side
     def acquire_read(self, n: int = 1, timeout: float | None = None) -> list[RingSlot] | None:
-        """Take ``n`` READY slots, oldest first (blocking). None if ``timeout`` passed first."""
+        """Take ``n`` READY slots, oldest first (blocking). None if ``timeout`` passed first.
+        After :meth:`end_production`, once no slot is WRITING: what is READY, possibly fewer
+        than ``n`` (an empty list when the ring is drained)."""
         self._check_n(n)
         start = time.perf_counter()
         deadline = None if timeout is None else start + timeout
@@ -262,7 +311,8 @@ class RolloutRing:
         return slots
 
     async def acquire_read_async(self, n: int = 1) -> list[RingSlot]:
-        """Take ``n`` READY slots, oldest first, awaiting them without blocking the loop."""
+        """Take ``n`` READY slots, oldest first, awaiting them without blocking the loop
+        (after :meth:`end_production` as :meth:`acquire_read`)."""
         self._check_n(n)
         start = time.perf_counter()
         while True:
@@ -295,20 +345,22 @@ class RolloutRing:
 
     # ------------------------------------------------------------------------ lifecycle
     def close(self) -> None:
-        """Wake every waiter with :class:`RingClosed`; slots already held stay valid."""
+        """Stop: wake every waiter with :class:`RingClosed`; slots already held stay valid."""
         with self._lock:
             self._closed = True
+            self._notify_locked()
+
+    def end_production(self) -> None:
+        """No chunk will be written any more: writers get :class:`RingClosed`, readers what is
+        READY once the last WRITING slot is committed or aborted, then empty lists."""
+        with self._lock:
+            self._production_ended = True
             self._notify_locked()
 
     @property
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""
         return self._closed
-
-    def reopen(self) -> None:
-        """Allow waiting again (after a close used only to interrupt waiters)."""
-        with self._lock:
-            self._closed = False
 
     def stats(self) -> RingStats:
         """A consistent snapshot of states and counters."""

@@ -129,11 +129,11 @@ def test_bad_batches_are_refused_with_the_field_named():
     learner = small_learner()
     batch = random_batch(learner)
     batch.rewards = batch.rewards[:, :3]
-    with pytest.raises(ValueError, match=r"rewards must have shape \(16, 8\), got \(16, 3\)"):
+    with pytest.raises(ValueError, match=r"rewards must have shape \(T, B\) = \(16, 8\), got \(16, 3\)"):
         learner.update(batch)
     batch = random_batch(learner)
     batch.obs = batch.obs[..., :5]
-    with pytest.raises(ValueError, match=r"obs must have shape \(T, B, 12\)"):
+    with pytest.raises(ValueError, match=r"obs must have shape \(T, B, obs_dim\) = \(16, 8, 12\)"):
         learner.update(batch)
     batch = random_batch(learner)
     batch.terminated = batch.terminated.float()

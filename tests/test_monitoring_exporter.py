@@ -192,9 +192,10 @@ def test_catalog_is_well_formed() -> None:
 
 
 def test_real_ring_is_exported_with_exact_accounting() -> None:
-    from pipeline.ring import RolloutRing, SlotSpec
+    from core.schema import RolloutSpec
+    from pipeline.ring import RolloutRing
 
-    ring = RolloutRing(SlotSpec(rollout_len=2, num_envs=3, obs_dim=4, action_dim=3), num_slots=2)
+    ring = RolloutRing(RolloutSpec(rollout_len=2, num_envs=3, obs_dim=4, action_dim=3), num_slots=2)
     m = Metrics()
     m.watch_ring(ring)
     for _ in range(3):  # the third chunk reuses a slot

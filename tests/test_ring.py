@@ -10,17 +10,17 @@ import time
 import pytest
 import torch
 
+from core.schema import RolloutSpec
 from pipeline.ring import (
     RingClosed,
     RolloutRing,
-    SlotSpec,
     SlotState,
     SlotStateError,
     UnwrittenSlotError,
     choose_placement,
 )
 
-SPEC = SlotSpec(rollout_len=4, num_envs=3, obs_dim=5, action_dim=3)
+SPEC = RolloutSpec(rollout_len=4, num_envs=3, obs_dim=5, action_dim=3)
 
 
 def write_token(slot, token: int) -> None:
