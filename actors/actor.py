@@ -16,60 +16,71 @@ from __future__ import annotations
 import contextlib
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
 
+from actors.cuda_graph import CapturedStep
 from actors.stats import EpisodeStats
 from agents.base import seeded_generator
-from sim import BatchedSim, SimConfig, canonical_device
-
-try:
-    from monitoring import span
-except ImportError:  # the facade is optional for the actor itself
-    from torch.profiler import record_function as span
+from core.schema import Rollout, RolloutSpec
+from monitoring import span
+from sim import BatchedSim, SimConfig, StepResult, canonical_device
 
 
-class InjectedFault(RuntimeError):
-    """Raised by the fault-injection hook (``run.fail_actor_at_chunk``) to test recovery."""
+class Policy(Protocol):
+    """What an actor needs of its policy replica (``learner.ActorCritic`` is one)."""
+
+    def act(self, obs: Tensor, deterministic: bool = False,
+            generator: torch.Generator | None = None) -> tuple[Tensor, Tensor, Tensor]:
+        """Actions (sampled from ``generator``), their log-probabilities and the value
+        estimates of ``obs``."""
+        ...
+
+    def get_value(self, obs: Tensor) -> Tensor:
+        """Value estimates of ``obs``."""
+        ...
+
+
+@dataclass
+class DecisionStep:
+    """What one decision step produced. The rollout schema's step fields are copied from it
+    (each field's ``source`` names an attribute here), so a new field whose value is already
+    here needs no edit of the actor."""
+
+    obs: Tensor
+    """The learning side's observation before the step ``[B, D]``."""
+    actions: Tensor
+    """Its action ``[B, A]``."""
+    log_probs: Tensor
+    values: Tensor
+    rewards: Tensor
+    """The reward plug-in's reward ``[B]``."""
+    bootstrap_values: Tensor
+    """Value of the final observation where truncated, 0 elsewhere ``[B]``."""
+    opponent_actions: Tensor
+    """The opponent's action ``[B, A]``."""
+    result: StepResult
+    """The sim's step result (both sides; ``final_obs``, ``winner``, ``end_reason``, ...)."""
 
 
 @dataclass
 class StepTargets:
-    """Where one decision step's outputs go: rows of a ring slot, or static graph buffers."""
+    """Where one decision step's outputs go: row ``t`` of a chunk's step fields (a ring slot, a
+    staging twin or static graph buffers) and of the chunk's episode bookkeeping."""
 
-    obs: Tensor
-    actions: Tensor
-    log_probs: Tensor
-    values: Tensor
-    rewards: Tensor
-    terminated: Tensor
-    truncated: Tensor
-    bootstrap_values: Tensor
+    fields: dict[str, Tensor]
+    """Row ``t`` of every step field of the rollout schema, by name."""
     done: Tensor
     lengths: Tensor
 
     def copy_from(self, other: StepTargets) -> None:
-        """Copy every field from ``other`` (same shapes)."""
-        for name in self.__dataclass_fields__:
-            getattr(self, name).copy_(getattr(other, name))
-
-
-class _Staging:
-    """A device-side twin of a host-memory slot: same field names, same storage() layout."""
-
-    def __init__(self, slot: Any, device: torch.device):
-        self.spec = slot.spec
-        self._storage = {k: torch.zeros_like(v, device=device) for k, v in slot.storage().items()}
-        for name, t in self._storage.items():
-            setattr(self, name, t)
-        self.terminated = self._storage["terminated_bytes"].view(torch.bool)
-        self.truncated = self._storage["truncated_bytes"].view(torch.bool)
-
-    def storage(self) -> dict[str, Tensor]:
-        """Every tensor by name, matching the slot's ``storage()``."""
-        return self._storage
+        """Copy every tensor from ``other`` (same shapes)."""
+        for name, t in self.fields.items():
+            t.copy_(other.fields[name])
+        self.done.copy_(other.done)
+        self.lengths.copy_(other.lengths)
 
 
 class SimActor:
@@ -88,9 +99,7 @@ class SimActor:
         learning_side: 0 (red) or 1 (blue).
         cuda_graph: capture the decision step as a CUDA graph (CUDA only).
         compile_sim: compile the sim step with ``torch.compile``.
-        fail_at_chunk: fault injection; raise :class:`InjectedFault` half-way through this
-            chunk (counted from 0; -1 never).
-        sync_free: never read device data on the host inside a chunk (branchless sim steps,
+        sync_free: never read device data on the host inside a chunk (sync-free sim steps,
             bootstrap values computed every step). Default: on for accelerators, off on the
             CPU, where a host read is free and lets a step skip work. Both give the same samples.
         stream: the CUDA stream to run on (a restarted actor takes over its predecessor's);
@@ -106,7 +115,7 @@ class SimActor:
         sim_config: SimConfig,
         num_envs: int,
         rollout_len: int,
-        policy: torch.nn.Module,
+        policy: Policy,
         opponent: Any,
         reward: Any,
         device: torch.device | str = "cpu",
@@ -114,7 +123,6 @@ class SimActor:
         learning_side: int = 0,
         cuda_graph: bool = False,
         compile_sim: bool = False,
-        fail_at_chunk: int = -1,
         sync_free: bool | None = None,
         stream: torch.cuda.Stream | None = None,
     ):
@@ -131,7 +139,6 @@ class SimActor:
         self.policy = policy
         self.opponent = opponent
         self.reward = reward
-        self.fail_at_chunk = fail_at_chunk
         self.policy_version = -1
         self.chunks_written = 0
         self.cuda = self.device.type == "cuda"
@@ -147,26 +154,31 @@ class SimActor:
         """The generator the policy samples from (None on the meta device, which has none)."""
         with self._on_stream(), torch.no_grad():
             self.sim = BatchedSim(num_envs, sim_config, self.device, seed=seed, compile=compile_sim,
-                                  branchless=self.sync_free)
+                                  sync_free=self.sync_free)
             self.num_envs = num_envs
             self.obs_dim = self.sim.obs_dim
             self._obs = self.sim.reset().clone()
             action_dtype = torch.int64 if sim_config.action_mode == "discrete" else torch.float32
+            self.spec = RolloutSpec(rollout_len, num_envs, self.obs_dim, 3, action_dtype=action_dtype)
+            """The chunks this actor writes (slots it is handed must have this spec)."""
             self._actions = torch.zeros(num_envs, 2, 3, dtype=action_dtype, device=self.device)
+            self._bootstrap = torch.zeros(num_envs, device=self.device)
             self.stats = EpisodeStats(num_envs, rollout_len, learning_side, self.device)
-        self._graph = None
+        self._graph: CapturedStep | None = None
         self.graph_error = ""
         """Why CUDA graph capture was not used, if it was asked for and failed."""
         if cuda_graph and self.cuda:
-            from actors.cuda_graph import CapturedStep
-
+            static = StepTargets(self.spec.allocate_step(self.device),
+                                 torch.zeros(num_envs, dtype=torch.bool, device=self.device),
+                                 torch.zeros(num_envs, dtype=torch.int64, device=self.device))
             try:
-                self._graph = CapturedStep(self)
+                self._graph = CapturedStep(self.step_into, static, self.generators(),
+                                           self.restart_episodes, self.stream, self.device)
             except Exception as exc:  # capture is an optimisation: fall back to eager, loudly
                 self.graph_error = f"{type(exc).__name__}: {exc}"
                 warnings.warn(f"actor {actor_id}: CUDA graph capture failed, stepping eagerly: "
                               f"{self.graph_error}", RuntimeWarning, stacklevel=2)
-        self._staging: Any = None
+        self._staging: Rollout | None = None
 
     # ------------------------------------------------------------------ properties
     @property
@@ -225,18 +237,16 @@ class SimActor:
             "hits": out.hits[:, side],
         }
         reward = self.reward.compute(own, final_own, actions, out.done, info)
-        targets.obs.copy_(own)
-        targets.actions.copy_(actions)
-        targets.log_probs.copy_(log_probs)
-        targets.values.copy_(values)
-        targets.rewards.copy_(reward)
-        targets.terminated.copy_(out.terminated)
-        targets.truncated.copy_(out.truncated)
         if self.sync_free or bool(out.truncated.any()):
             boot = self.policy.get_value(final_own)
-            targets.bootstrap_values.copy_(torch.where(out.truncated, boot, 0.0))
+            self._bootstrap.copy_(torch.where(out.truncated, boot, 0.0))
         else:
-            targets.bootstrap_values.zero_()
+            self._bootstrap.zero_()
+        step = DecisionStep(obs=own, actions=actions, log_probs=log_probs, values=values,
+                            rewards=reward, bootstrap_values=self._bootstrap,
+                            opponent_actions=self._actions[:, 1 - side], result=out)
+        for f in self.spec.step_fields:
+            targets.fields[f.name].copy_(f.read(step))
         targets.done.copy_(out.done)
         targets.lengths.copy_(out.episode_steps)
         self.stats.update_counts(out, reward)
@@ -244,61 +254,57 @@ class SimActor:
         self.reward.reset(out.done)
         self._obs.copy_(out.obs)
 
-    def slot_targets(self, slot: Any, t: int) -> StepTargets:
-        """Row ``t`` of a ring slot (and of the chunk's episode buffers) as step targets."""
-        return StepTargets(
-            obs=slot.obs[t], actions=slot.actions[t], log_probs=slot.log_probs[t],
-            values=slot.values[t], rewards=slot.rewards[t], terminated=slot.terminated[t],
-            truncated=slot.truncated[t], bootstrap_values=slot.bootstrap_values[t],
-            done=self.stats.chunk_done[t], lengths=self.stats.chunk_lengths[t],
-        )
+    def restart_episodes(self) -> None:
+        """Every environment back to episode 0 of its seed, statistics zeroed (in place: a
+        captured graph keeps its buffers)."""
+        everyone = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
+        self.sim.reseed(self.sim.seed)
+        self._obs.copy_(self.sim.reset())
+        self.opponent.reset(everyone)
+        self.reward.reset(everyone)
+        self.stats.reset()
 
     @torch.no_grad()
-    def rollout(self, slot: Any) -> None:
+    def rollout(self, slot: Rollout) -> None:
         """Write one T-step chunk into ``slot`` (enqueued on this actor's stream on CUDA).
 
         The slot must be WRITING and owned by the caller; on CUDA the stream first waits for
-        the learner's last read of the slot, and ``slot.written_event`` is recorded at the end.
+        the learner's last read of the slot, and the slot's ``written_event`` is recorded at
+        the end.
         """
-        spec = slot.spec
-        if (spec.rollout_len, spec.num_envs, spec.obs_dim) != (self.rollout_len, self.num_envs, self.obs_dim):
-            raise ValueError(
-                f"slot shape (T={spec.rollout_len}, B={spec.num_envs}, D={spec.obs_dim}) does not "
-                f"match actor {self.actor_id} (T={self.rollout_len}, B={self.num_envs}, D={self.obs_dim})"
-            )
+        if slot.spec != self.spec:
+            raise ValueError(f"slot does not match actor {self.actor_id}'s chunks: "
+                             f"{slot.spec.difference(self.spec)} (slot vs actor)")
         caller = torch.cuda.current_stream(self.device) if self.stream is not None else None
+        read_event = getattr(slot, "read_event", None)
+        written_event = getattr(slot, "written_event", None)
         with self._on_stream(), span(f"actor:{self.actor_id}:rollout"):
-            if self.stream is not None:
+            if self.stream is not None and caller is not None:
                 # Work the caller enqueued on its stream (the debug ring's magic fill, the
                 # gather of the previous chunk's episode lengths) comes before this chunk.
                 self.stream.wait_stream(caller)
-                if slot.read_event is not None:
-                    self.stream.wait_event(slot.read_event)
+                if read_event is not None:
+                    self.stream.wait_event(read_event)
             # A slot in host memory (pinned ring) is written through a device-side staging
             # chunk and copied out once, non-blocking, instead of a blocking copy per step.
-            target = slot if slot.obs.device == self.device else self._staging_for(slot)
+            target = slot if slot.device == self.device else self._staging_for()
             self.stats.begin_chunk()
             for t in range(self.rollout_len):
-                if self.chunks_written == self.fail_at_chunk and t == self.rollout_len // 2:
-                    raise InjectedFault(
-                        f"actor {self.actor_id}: injected fault in chunk {self.chunks_written}, step {t}"
-                    )
-                targets = self.slot_targets(target, t)
+                targets = StepTargets(target.row(t), self.stats.chunk_done[t], self.stats.chunk_lengths[t])
                 if self._graph is not None:
                     self._graph.replay_into(targets)
                 else:
                     self.step_into(targets)
             target.next_values.copy_(self.policy.get_value(self._obs[:, self.side]))
             if target is not slot:
-                for name, src in target.storage().items():
-                    slot.storage()[name].copy_(src, non_blocking=True)
-            if self.stream is not None and slot.written_event is not None:
-                slot.written_event.record(self.stream)
+                slot.copy_(target, non_blocking=True)
+            if self.stream is not None and written_event is not None:
+                written_event.record(self.stream)
         self.chunks_written += 1
 
-    def _staging_for(self, slot: Any) -> _Staging:
-        if self._staging is None or self._staging.spec != slot.spec:
-            self._staging = _Staging(slot, self.device)
+    def _staging_for(self) -> Rollout:
+        if self._staging is None:
+            self._staging = self.spec.allocate(self.device)
         return self._staging
 
     def check_errors(self) -> None:

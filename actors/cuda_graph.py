@@ -1,4 +1,4 @@
-"""The actor's decision step captured as a CUDA graph (CUDA only).
+"""A decision step captured as a CUDA graph (CUDA only).
 
 One decision step (policy forward and sampling, opponent, sim step with auto-reset, reward,
 statistics) launches hundreds of small kernels; replaying them from a graph removes the launch
@@ -9,7 +9,7 @@ stream, so a chunk never syncs with the host.
 Random numbers: the policy samples from the actor's own generator and a random opponent from
 its own, never from the process-wide default one, so graphs replayed concurrently on several
 streams never share random state. Warm-up and capture advance the sim and these generators, so
-afterwards the actor restores them: the sim is reseeded and reset (episode 0 of every
+afterwards the step's owner restores them (``restart``): the sim is reseeded and reset (episode 0 of every
 environment again) and the generators' states put back, which makes graph replay produce the
 same samples as eager stepping from the same seed. (The seed is baked into the graph: an actor
 with a graph is never reseeded; a restarted actor is a new actor with a new capture.)
@@ -29,11 +29,10 @@ from __future__ import annotations
 
 import threading
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import torch
-
-from actors.actor import StepTargets
 
 WARMUP_STEPS = 3
 """Eager steps on the capture stream before capture (lazy init, cuBLAS workspaces, autotune)."""
@@ -50,44 +49,40 @@ class CaptureDisabled(RuntimeError):
 
 
 class CapturedStep:
-    """A captured :meth:`actors.actor.SimActor.step_into` writing into static buffers."""
+    """A decision step ``step(static)`` captured as a CUDA graph writing into ``static``.
 
-    def __init__(self, actor: Any):
+    Args:
+        step: one decision step writing its outputs into the targets it is given.
+        static: the static targets the graph writes; after a replay the caller's targets copy
+            them with ``targets.copy_from(static)``.
+        generators: every generator the step draws from besides the default one (registered
+            with the graph; their states are put back after capture).
+        restart: puts the stepping state back to where eager stepping would start (called
+            after warm-up and capture, which advanced it).
+        stream: the stream to capture and replay on.
+        device: the CUDA device.
+    """
+
+    def __init__(self, step: Callable[[Any], None], static: Any, generators: list[torch.Generator],
+                 restart: Callable[[], None], stream: torch.cuda.Stream | None,
+                 device: torch.device):
         global _failed_capture
-        if actor.device.type != "cuda":
-            raise ValueError(f"CUDA graph capture needs a CUDA device, got {actor.device}")
-        if not actor.sync_free:
-            raise ValueError("CUDA graph capture needs a sync-free actor (no host reads in a step)")
-        self.actor = actor
-        B, D, dev = actor.num_envs, actor.obs_dim, actor.device
-        act_dtype = actor._actions.dtype
-        self.static = StepTargets(
-            obs=torch.zeros(B, D, device=dev),
-            actions=torch.zeros(B, 3, dtype=act_dtype, device=dev),
-            log_probs=torch.zeros(B, device=dev),
-            values=torch.zeros(B, device=dev),
-            rewards=torch.zeros(B, device=dev),
-            terminated=torch.zeros(B, dtype=torch.bool, device=dev),
-            truncated=torch.zeros(B, dtype=torch.bool, device=dev),
-            bootstrap_values=torch.zeros(B, device=dev),
-            done=torch.zeros(B, dtype=torch.bool, device=dev),
-            lengths=torch.zeros(B, dtype=torch.int64, device=dev),
-        )
-        generators = actor.generators()
+        if device.type != "cuda" or stream is None:
+            raise ValueError(f"CUDA graph capture needs a CUDA device and stream, got {device}")
+        self.static = static
         states = [g.get_state() for g in generators]
-        stream = actor.stream
-        stream.wait_stream(torch.cuda.current_stream(dev))
+        stream.wait_stream(torch.cuda.current_stream(device))
         with CAPTURE_LOCK:
             if _failed_capture:
                 raise CaptureDisabled(f"an earlier capture in this process failed ({_failed_capture})")
             try:
                 with torch.cuda.stream(stream), torch.no_grad():
                     for _ in range(WARMUP_STEPS):
-                        actor.step_into(self.static)
+                        step(static)
                     self.graph = torch.cuda.CUDAGraph()
                     _register_generators(self.graph, generators)
                     with torch.cuda.graph(self.graph, stream=stream, capture_error_mode="thread_local"):
-                        actor.step_into(self.static)
+                        step(static)
             except Exception as exc:
                 _failed_capture = f"{type(exc).__name__}: {exc}"
                 raise
@@ -95,23 +90,18 @@ class CapturedStep:
                 # Back to the state eager stepping would start from (also when capture failed
                 # and the actor falls back to eager).
                 with torch.cuda.stream(stream), torch.no_grad():
-                    actor.sim.reseed(actor.sim.seed)
-                    actor._obs.copy_(actor.sim.reset())
-                    everyone = torch.ones(B, dtype=torch.bool, device=dev)
-                    actor.opponent.reset(everyone)
-                    actor.reward.reset(everyone)
-                    actor.stats.reset()
+                    restart()
                 stream.synchronize()
                 for g, state in zip(generators, states, strict=True):
                     g.set_state(state)
 
-    def replay_into(self, targets: StepTargets) -> None:
+    def replay_into(self, targets: Any) -> None:
         """Replay one decision step and copy its outputs into ``targets`` (on the current stream)."""
         self.graph.replay()
         targets.copy_from(self.static)
 
 
-def _register_generators(graph: Any, generators: list[torch.Generator]) -> None:
+def _register_generators(graph: torch.cuda.CUDAGraph, generators: list[torch.Generator]) -> None:
     """Tell the graph of generators other than the default one. PyTorch 2.4 to 2.10 require
     it before capture; later versions register lazily and keep the call as a deprecated no-op."""
     if not generators or not hasattr(graph, "register_generator_state"):

@@ -47,7 +47,7 @@ class BatchedSim:
             ``(seed, i, k)``.
         compile: fuse the physics step and the decision's closing with ``torch.compile``
             (same results as eager).
-        branchless: never read device data on the host inside ``step`` (resets are masked
+        sync_free: never read device data on the host inside ``step`` (resets are masked
             writes over every environment). Default: on for accelerators (no host sync, CUDA
             graph capture possible), off on the CPU, where resetting only the ended
             environments is cheaper. Both give identical results.
@@ -60,7 +60,7 @@ class BatchedSim:
         device: str | torch.device = "cpu",
         seed: int = 0,
         compile: bool = False,
-        branchless: bool | None = None,
+        sync_free: bool | None = None,
     ) -> None:
         if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
@@ -79,8 +79,8 @@ class BatchedSim:
         self.compiled = compile
         # Data-dependent shortcuts (reset only the environments that ended) need a host read;
         # only CPU runs take them, where a read costs nothing. On accelerators every step is
-        # branchless, so it never syncs and can be captured in a CUDA graph.
-        self._branchless = self.device.type != "cpu" if branchless is None else bool(branchless)
+        # sync-free (masked writes, no branch on device data) and can be captured in a graph.
+        self.sync_free = self.device.type != "cpu" if sync_free is None else bool(sync_free)
         self._seed = seed
         self._started = False
 
@@ -161,7 +161,7 @@ class BatchedSim:
         return self._obs
 
     def _reset_envs(self, mask: torch.Tensor) -> None:
-        if self._branchless:
+        if self.sync_free:
             self._write_initial(mask, self._env_index)
             return
         idx = mask.nonzero().squeeze(-1)
@@ -222,7 +222,7 @@ class BatchedSim:
         self._observe_into(s, cfg, self._final_obs)
         self._episode_steps.copy_(s.decision_steps)
         done = acc.done
-        if self._branchless:
+        if self.sync_free:
             s.episode_index.add_(done.long())
             self._write_initial(done, self._env_index)
             self._observe_into(s, cfg, self._obs, fresh=done, previous=self._final_obs)

@@ -7,25 +7,27 @@ import copy
 import pytest
 import torch
 
-from actors.actor import InjectedFault, SimActor
+from actors.actor import SimActor
+from agents import RandomAgent
 from agents.registry import make_agent
+from core.schema import RolloutSpec
 from learner import ActionSpec, ActorCritic
-from pipeline.ring import RolloutRing, SlotSpec
+from pipeline.ring import RolloutRing
 from rewards import make_reward
 from sim import BatchedSim, ObsLayout, SimConfig
 
 T, B = 12, 16
 
 
-def make_actor(cfg: SimConfig, seed: int = 5, fail_at_chunk: int = -1, side: int = 0, **kwargs):
+def make_actor(cfg: SimConfig, seed: int = 5, side: int = 0, **kwargs):
     torch.manual_seed(0)
     layout = ObsLayout.from_config(cfg)
     policy = ActorCritic(layout.size, ActionSpec.for_sim(cfg), hidden_sizes=(16,))
     opponent = make_agent("pursuit", B, layout, sim_config=cfg)
     reward = make_reward("outcome", "cpu", layout=layout)
     actor = SimActor(0, cfg, B, T, policy, opponent, reward, seed=seed, learning_side=side,
-                     fail_at_chunk=fail_at_chunk, **kwargs)
-    ring = RolloutRing(SlotSpec(T, B, layout.size, 3), 2, debug=True)
+                     **kwargs)
+    ring = RolloutRing(RolloutSpec(T, B, layout.size, 3), 2, debug=True)
     return actor, ring
 
 
@@ -108,12 +110,27 @@ def test_new_weights_picked_up_between_chunks():
     assert all(torch.equal(a, b) for a, b in zip(actor.policy.parameters(), learner_policy.parameters(), strict=True))
 
 
-def test_injected_fault_mid_chunk():
+class FailingOpponent(RandomAgent):
+    """A plug-in opponent that raises on its ``fail_at``-th decision."""
+
+    def __init__(self, num_envs: int, fail_at: int):
+        super().__init__(num_envs)
+        self.calls, self.fail_at = 0, fail_at
+
+    def act(self, obs: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise RuntimeError(f"opponent failed at decision {self.calls}")
+        return super().act(obs)
+
+
+def test_failure_mid_chunk_leaves_the_slot_to_abort():
     cfg = SimConfig()
-    actor, ring = make_actor(cfg, fail_at_chunk=1)
+    actor, ring = make_actor(cfg)
+    actor.opponent = FailingOpponent(B, fail_at=T + T // 2)
     ring.release(write_chunk(actor, ring))
     slot = ring.acquire_write(0)
-    with pytest.raises(InjectedFault, match="chunk 1"):
+    with pytest.raises(RuntimeError, match=f"decision {T + T // 2}"):
         actor.rollout(slot)
     ring.abort(slot)
     s = ring.stats()
@@ -123,27 +140,27 @@ def test_injected_fault_mid_chunk():
 def test_slot_shape_mismatch_is_refused():
     cfg = SimConfig()
     actor, _ = make_actor(cfg)
-    ring = RolloutRing(SlotSpec(T + 1, B, actor.obs_dim, 3), 1)
+    ring = RolloutRing(RolloutSpec(T + 1, B, actor.obs_dim, 3), 1)
     with pytest.raises(ValueError, match="does not match actor 0"):
         actor.rollout(ring.acquire_write(0))
 
 
 def test_sync_free_path_gives_the_cpu_samples():
-    """The accelerator code path (branchless sim, bootstrap value every step), run on the CPU,
+    """The accelerator code path (sync-free sim, bootstrap value every step), run on the CPU,
     writes bit-identical chunks to the default CPU path, which reads the host to skip work."""
     cfg = SimConfig(max_time_s=4.0)  # truncations inside every chunk
     chunks = []
     for sync_free in (False, True):
         actor, ring = make_actor(cfg, sync_free=sync_free)
-        assert actor.sync_free == sync_free and actor.sim._branchless == sync_free
+        assert actor.sync_free == sync_free and actor.sim.sync_free == sync_free
         torch.manual_seed(11)
         got = []
         for _ in range(2):
             slot = write_chunk(actor, ring)
-            got.append({k: v.clone() for k, v in slot.storage().items()})
+            got.append({k: v.clone() for k, v in slot.tensors().items()})
             ring.release(slot)
         chunks.append(got)
-    assert bool(chunks[0][0]["truncated_bytes"].any())
+    assert bool(chunks[0][0]["truncated"].any())
     for a, b in zip(*chunks, strict=True):
         for key in a:
             assert torch.equal(a[key], b[key]), key
@@ -171,7 +188,7 @@ ALL_OPPONENTS = ("random", "straight", "pursuit", "shooter", "crank")
 def test_accelerator_chunk_reads_no_device_data(action_mode, opponent):
     """A whole chunk on the meta device (shapes only: any host read of device data raises, and
     so does any tensor left on the CPU) runs the accelerator path end to end: policy sampling,
-    opponent, branchless sim with auto-reset, reward, statistics and the slot writes."""
+    opponent, sync-free sim with auto-reset, reward, statistics and the slot writes."""
     cfg = SimConfig(action_mode=action_mode)
     layout = ObsLayout.from_config(cfg)
     reward = ("zero", "outcome", "shaped")[ALL_OPPONENTS.index(opponent) % 3]
@@ -180,13 +197,14 @@ def test_accelerator_chunk_reads_no_device_data(action_mode, opponent):
         0, cfg, 8, 3, policy, make_agent(opponent, 8, layout, "meta", sim_config=cfg),
         make_reward(reward, "meta", layout=layout), device="meta", seed=5,
     )
-    assert actor.sync_free and actor.sim._branchless
-    ring = RolloutRing(SlotSpec(3, 8, layout.size, 3), 1, placement="device",
+    assert actor.sync_free and actor.sim.sync_free
+    spec = RolloutSpec(3, 8, layout.size, 3, action_dtype=actor.spec.action_dtype)
+    ring = RolloutRing(spec, 1, placement="device",
                        actor_device="meta", learner_device="meta")
     slot = ring.acquire_write(0)
     for _ in range(2):
         actor.rollout(slot)
-    assert all(t.device.type == "meta" for t in slot.storage().values())
+    assert all(t.device.type == "meta" for t in slot.tensors().values())
     with pytest.raises((RuntimeError, NotImplementedError)):
         bool(slot.terminated.any())  # the check above has teeth: meta data cannot be read
 
@@ -205,7 +223,7 @@ def _cuda_chunk(policy, cfg, opponent="pursuit", cuda_graph=False, placement="au
         make_reward("outcome", "cuda", layout=layout), device="cuda", seed=5, cuda_graph=cuda_graph,
     )
     assert actor.uses_cuda_graph == cuda_graph
-    ring = RolloutRing(SlotSpec(T, B, layout.size, 3), 1, placement=placement,
+    ring = RolloutRing(RolloutSpec(T, B, layout.size, 3), 1, placement=placement,
                        actor_device="cuda", learner_device="cuda", debug=True)
     slot = ring.acquire_write(0)
     actor.rollout(slot)
@@ -232,9 +250,10 @@ def test_cuda_graph_gives_the_eager_samples(opponent):
         torch.manual_seed(123)
         torch.cuda.manual_seed(123)
         slot = _cuda_chunk(policy, cfg, opponent, cuda_graph=graph)
-        chunks.append({k: v.clone() for k, v in slot.float_fields().items()} | {"actions": slot.actions.clone()})
+        chunks.append({k: v.clone() for k, v in slot.tensors().items()})
     for key in chunks[0]:
-        assert torch.allclose(chunks[0][key], chunks[1][key], atol=1e-5), key
+        a, b = chunks[0][key], chunks[1][key]
+        assert torch.equal(a, b) if not a.is_floating_point() else torch.allclose(a, b, atol=1e-5), key
 
 
 @pytest.mark.gpu
@@ -247,6 +266,6 @@ def test_pinned_ring_matches_device_ring():
     for placement in ("device", "pinned"):
         torch.cuda.manual_seed(7)
         slot = _cuda_chunk(policy, cfg, placement=placement)
-        chunks.append({k: v.cpu() for k, v in slot.storage().items()})
+        chunks.append({k: v.cpu() for k, v in slot.tensors().items()})
     for key in chunks[0]:
         assert torch.equal(chunks[0][key], chunks[1][key]), key

@@ -127,11 +127,11 @@ def test_compiled_step_matches_eager() -> None:
     assert ended > 0
 
 
-def test_branchless_step_equals_the_data_dependent_step() -> None:
-    # The branchless form is what runs on accelerators; check it on the CPU against the default.
+def test_sync_free_step_equals_the_data_dependent_step() -> None:
+    # The sync-free form is what runs on accelerators; check it on the CPU against the default.
     n = 48
     plain = BatchedSim(n, seed=5, config=SimConfig(max_time_s=20.0))
-    masked = BatchedSim(n, seed=5, config=SimConfig(max_time_s=20.0), branchless=True)
+    masked = BatchedSim(n, seed=5, config=SimConfig(max_time_s=20.0), sync_free=True)
     assert torch.equal(plain.reset(), masked.reset())
     gen = torch.Generator().manual_seed(2)
     resets = 0
