@@ -28,10 +28,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from actors.actor import SimActor
+from core.schema import RolloutSpec
 from learner import ActionSpec, ActorCritic, PPOConfig
-from pipeline.components import pick_device
+from pipeline.config import pick_device
 from pipeline.plugins import make_agent
-from pipeline.ring import RolloutRing, SlotSpec
+from pipeline.ring import RolloutRing
 from rewards import make_reward
 from sim import ObsLayout, SimConfig
 
@@ -53,7 +54,7 @@ def measure(mode: str, device: str, envs: int, rollout_len: int, opponent: str, 
     )
     if mode == "graph" and not actor.uses_cuda_graph:
         raise SystemExit(f"CUDA graph capture failed: {actor.graph_error}")
-    ring = RolloutRing(SlotSpec(rollout_len, envs, layout.size, 3), 2, actor_device=device,
+    ring = RolloutRing(RolloutSpec(rollout_len, envs, layout.size, 3), 2, actor_device=device,
                        learner_device=device)
 
     def chunk() -> None:

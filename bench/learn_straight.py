@@ -28,6 +28,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from core.schema import RolloutSpec
 from learner import ActionSpec, PPOConfig, PPOLearner, RolloutBatch
 from rewards import make_reward
 from rewards.base import step_info
@@ -141,14 +142,8 @@ def main() -> None:
                     num_minibatches=4, update_epochs=4, gamma=0.995, gae_lambda=0.95,
                     entropy_coef=0.005, seed=args.seed)
     learner = PPOLearner(cfg, sim.obs_dim, ActionSpec.for_sim(sim_config), obs_layout=layout.metadata())
-    d = sim.obs_dim
-    batch = RolloutBatch(
-        obs=torch.zeros(t_len, n, d), actions=torch.zeros(t_len, n, 3, dtype=torch.int64),
-        log_probs=torch.zeros(t_len, n), values=torch.zeros(t_len, n), rewards=torch.zeros(t_len, n),
-        terminated=torch.zeros(t_len, n, dtype=torch.bool), truncated=torch.zeros(t_len, n, dtype=torch.bool),
-        bootstrap_values=torch.zeros(t_len, n), next_values=torch.zeros(n),
-        policy_versions=torch.zeros(n, dtype=torch.int64),
-    )
+    batch = RolloutBatch.of(RolloutSpec(t_len, n, sim.obs_dim, 3).allocate(),
+                            torch.zeros(n, dtype=torch.int64))
     actions = torch.zeros(n, 2, 3, dtype=torch.int64)
     actions[:, 1] = torch.tensor(BLUE_STRAIGHT)
     log = EpisodeLog(args.window)

@@ -22,16 +22,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline.cli import parse_config
-from pipeline.components import pick_device
-from pipeline.config import resolve
+from pipeline.config import pick_device, resolve
 from pipeline.launch import run
 
 
 def measure(argv: list[str], sync: bool, run_dir: Path) -> tuple[float, int, float]:
     """One run; returns (agent-steps/s, agent-steps, wall seconds)."""
     flags = [*argv, "--run-dir", str(run_dir)] + (["--sync"] if sync else [])
-    config = parse_config(flags)
-    config = resolve(config, pick_device(config.run.device))
+    config = resolve(parse_config(flags))
     result = run(config)
     if result.exit_code != 0:
         raise SystemExit(f"run in {run_dir} failed with exit code {result.exit_code}")

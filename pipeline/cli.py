@@ -12,16 +12,8 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from pipeline.config import (
-    DISPLAYS,
-    RING_PLACEMENTS,
-    ConfigError,
-    PipelineConfig,
-    apply_override,
-    from_dict,
-    load_toml,
-    parse_value,
-)
+from pipeline.config import DISPLAYS, RING_PLACEMENTS, ConfigError
+from pipeline.config_file import apply_override, load_toml, parse_value
 
 # flag dest -> config key
 FLAG_KEYS: dict[str, str] = {
@@ -42,8 +34,8 @@ FLAG_KEYS: dict[str, str] = {
     "debug": "run.debug",
     "cuda_graph": "run.cuda_graph",
     "time_scale": "sim.time_scale",
-    "max_policy_lag": "learner.max_policy_lag",
-    "slots_per_batch": "learner.slots_per_batch",
+    "max_policy_lag": "intake.max_policy_lag",
+    "slots_per_batch": "intake.slots_per_batch",
     "metrics_port": "run.metrics_port",
     "metrics_addr": "run.metrics_addr",
     "profile": "run.profile",
@@ -55,9 +47,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m pipeline.launch",
         description="Train a mid-range air-combat policy with async actors and a PPO learner.",
+        allow_abbrev=False,
     )
     p.add_argument("--config", metavar="FILE.toml", help="TOML file with [run], [actors], [ring], "
-                   "[learner], [sim] and [ppo] tables")
+                   "[intake], [sim] and [ppo] tables")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override any field, e.g. --set ppo.learning_rate=1e-3 (repeatable)")
     p.add_argument("--actors", type=int, help="number of actors (default 4)")
@@ -93,8 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def parse_config(argv: Sequence[str] | None = None) -> PipelineConfig:
-    """Parse flags into an (unresolved) :class:`PipelineConfig`."""
+def parse_config(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Parse flags into config data (``pipeline.config.resolve`` makes the typed tree of it)."""
     args = build_parser().parse_args(argv)
     data: dict[str, Any] = load_toml(args.config) if args.config else {}
     for item in args.overrides:
@@ -106,4 +99,4 @@ def parse_config(argv: Sequence[str] | None = None) -> PipelineConfig:
         value = getattr(args, dest)
         if value is not None:
             apply_override(data, key, value)
-    return from_dict(data)
+    return data

@@ -1,9 +1,12 @@
 """The pipeline's one configuration tree: frozen typed dataclasses, TOML loading, CLI overrides.
 
-Precedence, lowest first: the defaults below, then ``--config FILE.toml``, then generic
-``--set section.field=value`` overrides, then the named command-line flags. Fields left at
-``None`` are chosen from the device by :func:`resolve` (CPU laptop vs GPU sizes), so the run
-directory always holds the fully resolved values. Every bad name or value raises
+What a user writes (``--config FILE.toml``, then ``--set section.field=value``, then the named
+command-line flags, later ones winning) is plain data: a nested dict. :func:`resolve` turns it
+into a :class:`PipelineConfig` in one place: every value the user left out that depends on the
+device (sizes, the PPO network and schedule, compiling) or on other values (ring slots, PPO
+updates) is chosen there, so the typed tree holds no "not chosen yet" value, and the
+``config.toml`` a run writes holds every value it used: ``--config RUN/config.toml`` trains the
+same network with the same hyper-parameters on any device. Every bad name or value raises
 :class:`ConfigError` naming it; ``pipeline.launch`` turns that into exit code 2.
 """
 
@@ -12,19 +15,15 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import sys
 import types
 import typing
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from sim.config import SimConfig
+import torch
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
+from learner.config import PPOConfig
+from sim.config import SimConfig
 
 
 class ConfigError(ValueError):
@@ -46,8 +45,9 @@ class RunConfig:
     """``auto`` (CUDA when present, else CPU), ``cpu``, ``cuda`` or ``cuda:N``."""
     seed: int = 0
     """Seeds the sim scenarios, the policy initialisation and action sampling."""
-    total_steps: int | None = None
-    """Agent-steps (decisions of the learning fighter) to train for; None: by device."""
+    total_steps: int = 600_000
+    """Agent-steps (decisions of the learning fighter) to train for; by device when left out
+    (600k on a CPU, 2G on CUDA)."""
     run_dir: str = ""
     """Run directory (config, checkpoints, log); empty: ``runs/<UTC timestamp>``."""
     resume: str = ""
@@ -65,10 +65,10 @@ class RunConfig:
     """How many numbered checkpoints to keep besides ``latest.pt``."""
     eval_episodes: int = 64
     """Episodes per scripted opponent in the end-of-run evaluation; 0 skips it."""
-    actor_threads: int | None = None
-    """Worker threads running actor chunks in async mode; None: on CPU one per core left after
-    the learner's (CPU-bound threads beyond the cores only fight over the GIL), on CUDA one
-    per actor (threads there only enqueue work)."""
+    actor_threads: int = 1
+    """Worker threads running actor chunks in async mode; when left out, on a CPU one per core
+    left after the learner's (CPU-bound threads beyond the cores only fight over the GIL), on
+    CUDA one per actor (threads there only enqueue work)."""
     metrics_addr: str = "127.0.0.1"
     """Address the Prometheus exporter listens on (``0.0.0.0`` lets another host scrape)."""
     metrics_port: int = 9400
@@ -84,12 +84,8 @@ class RunConfig:
     """Fill ring slots with a magic value and check every chunk wrote every field."""
     cuda_graph: bool = True
     """Capture the rollout step as a CUDA graph (CUDA only)."""
-    compile_sim: bool | None = None
-    """Compile the sim step with ``torch.compile``; None: on CUDA only."""
-    fail_actor_at_chunk: int = -1
-    """Fault injection for tests: actor 0 raises while writing this chunk (-1: never)."""
-    fail_actor_times: int = 1
-    """Fault injection: how many successive incarnations of actor 0 fail that way."""
+    compile_sim: bool = False
+    """Compile the sim step with ``torch.compile``; when left out, on CUDA only."""
 
 
 @dataclass(frozen=True)
@@ -98,12 +94,12 @@ class ActorsConfig:
 
     count: int = 4
     """Number of actors (each owns its own batch of environments)."""
-    envs_per_actor: int | None = None
-    """Environments per actor; None: by device."""
-    rollout_len: int | None = None
-    """Decision steps per chunk (T); None: by device."""
+    envs_per_actor: int = 64
+    """Environments per actor; by device when left out (64 on a CPU, 8192 on CUDA)."""
+    rollout_len: int = 16
+    """Decision steps per chunk (T); by device when left out (16 on a CPU, 32 on CUDA)."""
     opponent: str = "crank"
-    """Opponent spec for ``agents.make_agent`` (scripted name, checkpoint or module:Class). The
+    """Opponent spec for ``pipeline.plugins.make_agent`` (scripted name, checkpoint or module:Class). The
     default ``crank`` fires and defends, so an untrained policy wins rarely and learning shows;
     the non-firing ``straight`` and ``pursuit`` lose even to random play."""
     reward: str = "shaped"
@@ -116,56 +112,61 @@ class ActorsConfig:
 class RingConfig:
     """The ring of preallocated rollout slots."""
 
-    slots: int | None = None
-    """Number of slots; None: two per actor."""
+    slots: int = 8
+    """Number of slots; two per actor when left out."""
     placement: str = "auto"
     """``auto``, ``device``, ``pinned`` or ``shared`` (see ``pipeline.ring``)."""
 
 
 @dataclass(frozen=True)
-class LearnerConfig:
-    """The consuming side."""
+class IntakeConfig:
+    """How the learner takes chunks from the ring."""
 
-    slots_per_batch: int | None = None
-    """Ring slots (chunks) concatenated into one PPO batch; None: min(actors, 2)."""
+    slots_per_batch: int = 2
+    """Ring slots (chunks) concatenated into one PPO batch; min(actors, 2) when left out."""
     max_policy_lag: int = 4
     """Chunks produced by a policy more than this many versions old are dropped (counted)."""
 
 
 @dataclass(frozen=True)
 class PipelineConfig:
-    """The whole tree. ``ppo`` holds ``learner.PPOConfig`` overrides; ``sim`` the SimConfig."""
+    """The whole tree, every value chosen (build it with :func:`resolve`)."""
 
     run: RunConfig = field(default_factory=RunConfig)
     actors: ActorsConfig = field(default_factory=ActorsConfig)
     ring: RingConfig = field(default_factory=RingConfig)
-    learner: LearnerConfig = field(default_factory=LearnerConfig)
+    intake: IntakeConfig = field(default_factory=IntakeConfig)
     sim: SimConfig = field(default_factory=SimConfig)
-    ppo: dict[str, Any] = field(default_factory=dict)
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    """The learner's hyper-parameters (``learner.PPOConfig``); ``total_updates`` and ``seed``
+    are derived from ``run.total_steps`` and ``run.seed``."""
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain nested dict (TOML-able)."""
-        out: dict[str, Any] = {}
-        for name in ("run", "actors", "ring", "learner"):
-            out[name] = dataclasses.asdict(getattr(self, name))
+        """Plain nested dict (TOML-able) of every value the user can set."""
+        out: dict[str, Any] = {name: dataclasses.asdict(getattr(self, name)) for name in SECTIONS}
         out["sim"] = self.sim.to_dict()
-        out["ppo"] = dict(self.ppo)
+        out["ppo"] = {k: v for k, v in self.ppo.to_dict().items() if k not in PPO_DERIVED}
         return out
 
     @property
     def samples_per_chunk(self) -> int:
-        """Agent-steps in one ring slot (rollout_len × envs_per_actor); needs a resolved config."""
-        if self.actors.rollout_len is None or self.actors.envs_per_actor is None:
-            raise ConfigError("samples_per_chunk needs a resolved config (see pipeline.config.resolve)")
+        """Agent-steps in one ring slot (rollout_len × envs_per_actor)."""
         return self.actors.rollout_len * self.actors.envs_per_actor
+
+    @property
+    def samples_per_batch(self) -> int:
+        """Agent-steps in one PPO batch (samples_per_chunk × slots_per_batch)."""
+        return self.samples_per_chunk * self.intake.slots_per_batch
 
 
 SECTIONS: dict[str, type] = {
     "run": RunConfig,
     "actors": ActorsConfig,
     "ring": RingConfig,
-    "learner": LearnerConfig,
+    "intake": IntakeConfig,
 }
+PPO_DERIVED = ("total_updates", "seed")
+"""``[ppo]`` fields a run derives (from ``run.total_steps`` and ``run.seed``), never set."""
 
 
 def _check_type(where: str, value: Any, annotation: Any) -> Any:
@@ -206,42 +207,111 @@ def _build_section(name: str, cls: type, data: dict[str, Any]) -> Any:
     return cls(**kwargs)
 
 
-def from_dict(data: dict[str, Any]) -> PipelineConfig:
-    """Build and validate a config from a nested dict (e.g. parsed TOML)."""
+def pick_device(requested: str) -> str:
+    """``auto`` → ``cuda:0`` when present else ``cpu``; a CUDA device must exist and is indexed."""
+    if requested == "auto":
+        return "cuda:0" if torch.cuda.is_available() else "cpu"
+    if requested.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ConfigError(f"run.device is {requested!r} but no CUDA device is available")
+        index = int(requested[5:]) if ":" in requested else torch.cuda.current_device()
+        if index >= torch.cuda.device_count():
+            raise ConfigError(
+                f"run.device is {requested!r} but only {torch.cuda.device_count()} CUDA device(s) exist"
+            )
+        return f"cuda:{index}"
+    return requested
+
+
+def _device_is_cuda(device: str) -> bool:
+    return device.startswith("cuda")
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _table(data: dict[str, Any], name: str) -> dict[str, Any]:
+    table = data.get(name, {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"[{name}] must be a table, got {table!r}")
+    return dict(table)
+
+
+def resolve(data: dict[str, Any], device: str | None = None) -> PipelineConfig:
+    """The run's whole configuration from user data (parsed TOML plus overrides).
+
+    ``device`` (a concrete torch device string, taken as given; default: ``run.device`` of
+    ``data``, which must exist, ``auto`` picking CUDA when present) decides the values the user
+    left out: CPU defaults are sized so
+    ``python -m pipeline.launch --actors 4`` trains visibly within minutes on a 2-core laptop,
+    GPU defaults to fill the device. Resolving a resolved config's ``to_dict()`` gives it back.
+    """
     if not isinstance(data, dict):
         raise ConfigError(f"config must be a table, got {type(data).__name__}")
     unknown = sorted(set(data) - set(SECTIONS) - {"sim", "ppo"})
     if unknown:
         raise ConfigError(f"unknown config section(s): {', '.join(unknown)}")
-    parts: dict[str, Any] = {}
-    for name, cls in SECTIONS.items():
-        table = data.get(name, {})
-        if not isinstance(table, dict):
-            raise ConfigError(f"[{name}] must be a table, got {table!r}")
-        parts[name] = _build_section(name, cls, table)
-    sim_table = data.get("sim", {})
-    if not isinstance(sim_table, dict):
-        raise ConfigError(f"[sim] must be a table, got {sim_table!r}")
+    t = {name: _table(data, name) for name in (*SECTIONS, "sim", "ppo")}
+    if device is None:  # the user's device: it must exist
+        requested = t["run"].get("device", RunConfig.device)
+        if not isinstance(requested, str):
+            raise ConfigError(f"run.device must be a string, got {requested!r}")
+        device = pick_device(requested)
+    cuda = _device_is_cuda(device)
+    t["run"]["device"] = device
+    count = t["actors"].get("count", ActorsConfig.count)
+    if not isinstance(count, int) or isinstance(count, bool):
+        raise ConfigError(f"actors.count must be an integer, got {count!r}")
+    for section, key, value in (
+        ("run", "total_steps", 2_000_000_000 if cuda else 600_000),
+        ("run", "compile_sim", cuda),
+        ("run", "actor_threads", count if cuda else max(1, min(count, _cores() - 1))),
+        ("actors", "envs_per_actor", 8192 if cuda else 64),
+        ("actors", "rollout_len", 32 if cuda else 16),
+        ("ring", "slots", 2 * count),
+        ("intake", "slots_per_batch", min(count, 2)),
+    ):
+        t[section].setdefault(key, value)
+    if not cuda:
+        # Small, quick updates on a laptop CPU: the sample budget is what limits learning there.
+        cpu_ppo: dict[str, Any] = {"hidden_sizes": [64, 64], "update_epochs": 3,
+                                   "num_minibatches": 2, "learning_rate": 1e-3}
+        for key, value in cpu_ppo.items():
+            t["ppo"].setdefault(key, value)
+    parts: dict[str, Any] = {name: _build_section(name, cls, t[name]) for name, cls in SECTIONS.items()}
     try:
-        parts["sim"] = SimConfig.from_dict(sim_table)
+        parts["sim"] = SimConfig.from_dict(t["sim"])
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"sim: {exc}") from None
-    ppo_table = data.get("ppo", {})
-    if not isinstance(ppo_table, dict):
-        raise ConfigError(f"[ppo] must be a table, got {ppo_table!r}")
-    parts["ppo"] = dict(ppo_table)
+    derived = sorted(set(t["ppo"]) & set(PPO_DERIVED))
+    if derived:
+        raise ConfigError(f"ppo.{derived[0]} is derived (ppo.total_updates from run.total_steps, "
+                          "ppo.seed from run.seed); set those instead")
+    validate(PipelineConfig(**parts))  # every section but [ppo], which depends on them
     config = PipelineConfig(**parts)
-    validate(config)
-    return config
+    t["ppo"]["total_updates"] = max(-(-config.run.total_steps // config.samples_per_batch), 1)
+    t["ppo"]["seed"] = config.run.seed
+    try:
+        ppo = PPOConfig.from_dict(t["ppo"])
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"ppo: {exc}") from None
+    if config.samples_per_batch % ppo.num_minibatches:
+        raise ConfigError(
+            f"ppo.num_minibatches ({ppo.num_minibatches}) must divide the batch of "
+            f"{config.samples_per_batch} samples (rollout_len × envs_per_actor × slots_per_batch)"
+        )
+    return dataclasses.replace(config, ppo=ppo)
 
 
 def validate(config: PipelineConfig) -> None:
-    """Range checks across the tree; raises ConfigError naming the field."""
-    run, actors, ring, learner = config.run, config.actors, config.ring, config.learner
+    """Range checks across the [run], [actors], [ring] and [intake] sections ([sim] and [ppo]
+    check themselves); raises ConfigError naming the field."""
+    run, actors, ring, intake = config.run, config.actors, config.ring, config.intake
     dev = run.device
     if not (dev in ("auto", "cpu", "cuda") or (dev.startswith("cuda:") and dev[5:].isdigit())):
         raise ConfigError(f"run.device must be auto, cpu, cuda or cuda:N, got {dev!r}")
-    if run.total_steps is not None and run.total_steps < 1:
+    if run.total_steps < 1:
         raise ConfigError(f"run.total_steps must be >= 1, got {run.total_steps}")
     if run.display not in DISPLAYS:
         raise ConfigError(f"run.display must be one of {', '.join(DISPLAYS)}, got {run.display!r}")
@@ -254,7 +324,7 @@ def validate(config: PipelineConfig) -> None:
         raise ConfigError(f"run.profile must be >= 0 learner iterations, got {run.profile}")
     if not -1 <= run.metrics_port <= 65535:
         raise ConfigError(f"run.metrics_port must be -1 (off) or a port 0..65535, got {run.metrics_port}")
-    if run.actor_threads is not None and run.actor_threads < 1:
+    if run.actor_threads < 1:
         raise ConfigError(f"run.actor_threads must be >= 1, got {run.actor_threads}")
     for name in ("keep_checkpoints", "max_actor_failures"):
         if getattr(run, name) < 1:
@@ -265,7 +335,7 @@ def validate(config: PipelineConfig) -> None:
         raise ConfigError(f"actors.count must be >= 1, got {actors.count}")
     for name in ("envs_per_actor", "rollout_len"):
         value = getattr(actors, name)
-        if value is not None and value < 1:
+        if value < 1:
             raise ConfigError(f"actors.{name} must be >= 1, got {value}")
     if actors.learning_side not in (0, 1):
         raise ConfigError(f"actors.learning_side must be 0 or 1, got {actors.learning_side}")
@@ -276,125 +346,21 @@ def validate(config: PipelineConfig) -> None:
         raise ConfigError(
             f"ring.placement must be one of {', '.join(RING_PLACEMENTS)}, got {ring.placement!r}"
         )
-    if ring.slots is not None and ring.slots < 1:
+    if ring.slots < 1:
         raise ConfigError(f"ring.slots must be >= 1, got {ring.slots}")
-    if learner.slots_per_batch is not None and learner.slots_per_batch < 1:
-        raise ConfigError(f"learner.slots_per_batch must be >= 1, got {learner.slots_per_batch}")
-    if learner.max_policy_lag < 0:
-        raise ConfigError(f"learner.max_policy_lag must be >= 0, got {learner.max_policy_lag}")
-    spb = learner.slots_per_batch
-    if ring.slots is not None and spb is not None and spb > ring.slots:
+    if intake.slots_per_batch < 1:
+        raise ConfigError(f"intake.slots_per_batch must be >= 1, got {intake.slots_per_batch}")
+    if intake.max_policy_lag < 0:
+        raise ConfigError(f"intake.max_policy_lag must be >= 0, got {intake.max_policy_lag}")
+    if intake.slots_per_batch > ring.slots:
         raise ConfigError(
-            f"learner.slots_per_batch ({spb}) must be <= ring.slots ({ring.slots}), "
-            "or the learner could never fill a batch"
+            f"intake.slots_per_batch ({intake.slots_per_batch}) must be <= ring.slots "
+            f"({ring.slots}), or the learner could never fill a batch"
         )
-
-
-def load_toml(path: str | Path) -> dict[str, Any]:
-    """Parse a TOML config file; a missing or malformed file raises ConfigError naming it."""
-    path = Path(path)
-    try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
-    except FileNotFoundError:
-        raise ConfigError(f"--config: no such file: {path}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"--config: {path} is not valid TOML: {exc}") from None
-
-
-def parse_value(text: str) -> Any:
-    """A ``--set`` value: TOML syntax (``3``, ``1.5``, ``true``, ``"x"``) or a bare string."""
-    try:
-        return tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
-        return text
-
-
-def apply_override(data: dict[str, Any], key: str, value: Any) -> None:
-    """Set ``section.field`` (``sim.fighter.lift_to_drag`` nests) in a nested dict in place."""
-    parts = key.split(".")
-    if len(parts) < 2 or not all(parts):
-        raise ConfigError(f"--set key must look like section.field, got {key!r}")
-    node = data
-    for part in parts[:-1]:
-        child = node.setdefault(part, {})
-        if not isinstance(child, dict):
-            raise ConfigError(f"--set {key}: {part} is not a table")
-        node = child
-    node[parts[-1]] = value
-
-
-def _device_is_cuda(device: str) -> bool:
-    return device.startswith("cuda")
-
-
-def resolve(config: PipelineConfig, device: str) -> PipelineConfig:
-    """Fill every ``None`` field with the default for ``device`` (a concrete torch device string).
-
-    CPU defaults are sized so ``python -m pipeline.launch --actors 4`` trains visibly within
-    minutes on a 2-core laptop; GPU defaults are sized to fill the device.
-    """
-    cuda = _device_is_cuda(device)
-    actors = config.actors
-    if cuda and actors.count > CUDA_STREAMS_PER_POOL:
+    if _device_is_cuda(run.device) and actors.count > CUDA_STREAMS_PER_POOL:
         raise ConfigError(
             f"actors.count is {actors.count}, but on CUDA at most {CUDA_STREAMS_PER_POOL} actors run "
             "in one process: each needs a stream of its own, and PyTorch's pool has "
             f"{CUDA_STREAMS_PER_POOL} per device (more actors would share streams and serialize)"
         )
-    envs = actors.envs_per_actor or (8192 if cuda else 64)
-    rollout = actors.rollout_len or (32 if cuda else 16)
-    total = config.run.total_steps or (2_000_000_000 if cuda else 600_000)
-    slots = config.ring.slots or 2 * actors.count
-    spb = config.learner.slots_per_batch or min(actors.count, 2)
-    if spb > slots:
-        raise ConfigError(
-            f"learner.slots_per_batch ({spb}) must be <= ring.slots ({slots}), "
-            "or the learner could never fill a batch"
-        )
-    compile_sim = config.run.compile_sim if config.run.compile_sim is not None else cuda
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    actor_threads = config.run.actor_threads or (
-        actors.count if cuda else max(1, min(actors.count, cores - 1))
-    )
-    resolved = dataclasses.replace(
-        config,
-        run=dataclasses.replace(config.run, device=device, total_steps=total, compile_sim=compile_sim,
-                                actor_threads=actor_threads),
-        actors=dataclasses.replace(actors, envs_per_actor=envs, rollout_len=rollout),
-        ring=dataclasses.replace(config.ring, slots=slots),
-        learner=dataclasses.replace(config.learner, slots_per_batch=spb),
-    )
-    validate(resolved)
-    return resolved
 
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        escaped = value.replace("\\", "\\\\").replace('"', '\\"')
-        return f'"{escaped}"'
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    raise ConfigError(f"cannot write {value!r} to TOML")
-
-
-def to_toml(data: dict[str, Any]) -> str:
-    """Write a nested dict of scalars / lists / tables as TOML (None values are left out)."""
-    lines: list[str] = []
-
-    def table(prefix: str, node: dict[str, Any]) -> None:
-        scalars = {k: v for k, v in node.items() if not isinstance(v, dict) and v is not None}
-        subs = {k: v for k, v in node.items() if isinstance(v, dict)}
-        if prefix:
-            lines.append(f"[{prefix}]")
-        lines.extend(f"{k} = {_toml_value(v)}" for k, v in scalars.items())
-        lines.append("")
-        for k, v in subs.items():
-            table(f"{prefix}.{k}" if prefix else k, v)
-
-    table("", data)
-    return "\n".join(lines).lstrip("\n")

@@ -7,21 +7,29 @@ interrupt (exit at once; the last checkpoint stays loadable).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
 
+from monitoring import Metrics
 from pipeline.cli import parse_config
-from pipeline.config import ConfigError, PipelineConfig, resolve, to_toml
+from pipeline.config import ConfigError, PipelineConfig, resolve
+from pipeline.config_file import to_toml
+from pipeline.display import Display, make_display
+from pipeline.loops import BatchIntake, Budget, Run, Scheduler, drive
+from pipeline.parts import RunParts, build
+from pipeline.progress import RunFailed, RunProgress
+from pipeline.ring import RingStats
 
 
 @dataclass
@@ -36,8 +44,8 @@ class RunResult:
     updates: int
     wall_s: float
     """Seconds from the start of the run loop to the end of its work (teardown excluded)."""
-    ring: object | None
-    """The ring's final ``RingStats``."""
+    ring: RingStats
+    """The ring's final counters."""
     win_history: list[tuple[int, float, int]]
     failures: int
     stop_reason: str
@@ -53,7 +61,9 @@ def prepare_run_dir(config: PipelineConfig) -> Path:
     )
     run_dir = Path(name)
     (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
-    text = to_toml(config.to_dict())
+    text = to_toml(config.to_dict()) + (
+        f"# derived: ppo.total_updates = {config.ppo.total_updates} (from run.total_steps), "
+        f"ppo.seed = {config.ppo.seed} (from run.seed)\n")
     tmp = run_dir / f".config.toml.{os.getpid()}.tmp"
     with tmp.open("w") as fh:
         fh.write(text)
@@ -88,10 +98,8 @@ def resolve_resume(path: str) -> Path:
 
 def evaluate(checkpoint: Path, config: PipelineConfig) -> str:
     """Play the checkpoint against the scripted opponents (``pipeline.evaluate``), as a table."""
-    try:
-        from pipeline.evaluate import format_table, play_match
-    except ImportError:
-        return ""
+    from pipeline.evaluate import format_table, play_match
+
     with torch.no_grad():
         stats = [
             play_match(str(checkpoint), opp, config.run.eval_episodes, config.sim,
@@ -104,11 +112,8 @@ def evaluate(checkpoint: Path, config: PipelineConfig) -> str:
 
 def run(config: PipelineConfig) -> RunResult:
     """Run a resolved config to the end; raises ConfigError for bad values found late."""
-    from monitoring import Metrics
-    from pipeline.components import build
-    from pipeline.display import make_display
-    from pipeline.loop import run_async_main, run_sync
-    from pipeline.orchestrator import Orchestrator, RunFailed
+    from pipeline.loops import Run
+    from pipeline.progress import RunProgress
 
     if config.run.device == "cpu":
         # Several actor threads share few cores: one intra-op thread each avoids oversubscription.
@@ -148,7 +153,7 @@ def run(config: PipelineConfig) -> RunResult:
             f" (port {config.run.metrics_port} was busy)")
         display.message(f"metrics: {exporter.url}{taken}")
     mode = "sync" if config.run.sync else "async"
-    graph_actors = sum(bool(getattr(a, "uses_cuda_graph", False)) for a in parts.actors)
+    graph_actors = sum(a.uses_cuda_graph for a in parts.actors)
     if parts.device.type == "cuda":
         display.message(step_description(config, parts, graph_actors))
     display.message(
@@ -158,26 +163,22 @@ def run(config: PipelineConfig) -> RunResult:
         f"reward {config.actors.reward} · {config.run.total_steps:,} agent-steps"
         + (f" · resumed at {steps_done:,}" if steps_done else "")
     )
-    orch = Orchestrator(parts, metrics, display, log, run_dir, agent_steps_done=steps_done)
-    profile = None
+    progress = RunProgress(parts, metrics, display, log, run_dir, steps_done, mode)
+    remaining = max(config.run.total_steps - steps_done, 0)
+    budget = Budget(-(-remaining // config.samples_per_chunk))
+    the_run = Run(parts, BatchIntake(parts, metrics), budget,
+                  Scheduler(progress, config.run.sync, config.run.actor_threads), progress)
     if config.run.profile > 0:
         from monitoring.profiling import ProfileSession
 
         # Constructed here, in the main thread, where the profiler must first start.
-        profile = ProfileSession(run_dir, iterations=config.run.profile, warmup=1, metrics=metrics)
-        orch.learner_side.profile = profile
+        progress.profile = ProfileSession(run_dir, iterations=config.run.profile, warmup=1,
+                                          metrics=metrics)
     start = time.perf_counter()
     exit_code = 0
-    # Signal handlers can only be set from the main thread (a benchmark may run us elsewhere).
-    main_thread = threading.current_thread() is threading.main_thread()
-    sigs = (signal.SIGINT, signal.SIGTERM) if main_thread else ()
-    previous = {sig: signal.getsignal(sig) for sig in sigs}
     try:
         try:
-            if config.run.sync:
-                run_sync(orch)
-            else:
-                run_async_main(orch)
+            _run_loop(the_run, progress.report, config.run.log_interval_s)
         except RunFailed as exc:
             display.message(f"error: {exc}")
             log.error("run failed: %s", exc)
@@ -186,35 +187,74 @@ def run(config: PipelineConfig) -> RunResult:
             # The run's wall time ends with its work, before the teardown below (the metrics
             # server's shutdown alone waits up to half a second for its poll loop).
             end = time.perf_counter()
-            if profile is not None:
-                profile.close()
-                if profile.report is not None:
-                    r = profile.report
-                    display.message(
-                        f"profile: {profile.trace_path} · actor/learner overlap "
-                        f"{r['overlap_fraction']:.0%} of wall time (python -m monitoring.overlap "
-                        f"{profile.trace_path})")
-                orch.profiled = profile.report is not None
+            if the_run.stop_reason:
+                display.message(f"stopping: {the_run.stop_reason}")
+            progress.report()
+            _close_profile(progress, display)
             display.close()
             if exporter is not None:
                 exporter.close()
-            # From here on (final checkpoint, summary, evaluation) an interrupt means "now".
-            for sig in previous:
-                signal.signal(sig, _exit_now)
-        result = _finish(config, parts, orch, display, log, end - start, exit_code)
-        result.cuda_graph_actors = graph_actors
-        return result
+        return _finish(config, the_run, progress, display, log, end - start, exit_code,
+                       graph_actors)
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, signal.SIG_DFL if sig == signal.SIGTERM else signal.default_int_handler)
 
 
-def step_description(config: PipelineConfig, parts, graph_actors: int) -> str:
+def _run_loop(the_run: Run, report: Callable[[], None], interval_s: float) -> None:
+    """Drive the loops on a fresh uvloop event loop, SIGINT/SIGTERM handled on it: the first
+    stops the run gracefully (checkpoint, exit 0), a second exits at once (every saved file is
+    written atomically, so the last checkpoint stays loadable). The handlers run on the loop's
+    thread between callbacks, never inside a lock the interrupted code holds."""
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, _on_signal, the_run, sig)
+        try:
+            await drive(the_run, report, interval_s)
+        finally:
+            if threading.current_thread() is threading.main_thread():
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    loop.remove_signal_handler(sig)
+                    # From here on (final checkpoint, summary, evaluation) an interrupt means "now".
+                    signal.signal(sig, _exit_now)
+
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency off Windows
+        asyncio.run(main())
+        return
+    uvloop.run(main())
+
+
+def _on_signal(the_run: Run, sig: int) -> None:
+    if the_run.budget.stopped:
+        _exit_now(sig, None)
+    the_run.request_stop(f"received {signal.Signals(sig).name}")
+
+
+def _close_profile(progress: RunProgress, display: Display) -> None:
+    profile = progress.profile
+    if profile is None:
+        return
+    profile.close()
+    if profile.report is not None:
+        r = profile.report
+        display.message(
+            f"profile: {profile.trace_path} · actor/learner overlap "
+            f"{r['overlap_fraction']:.0%} of wall time (python -m monitoring.overlap "
+            f"{profile.trace_path})")
+    progress.profiled = profile.report is not None
+
+
+def step_description(config: PipelineConfig, parts: RunParts, graph_actors: int) -> str:
     """How the actors step on CUDA: captured graphs or eager (and why), compiled sim or not."""
     n = len(parts.actors)
     text = (f"actor step: {graph_actors}/{n} actors replay a CUDA graph · sim "
             f"{'compiled' if config.run.compile_sim else 'eager'}")
-    errors = sorted({a.graph_error for a in parts.actors if getattr(a, "graph_error", "")})
+    errors = sorted({a.graph_error for a in parts.actors if a.graph_error})
     if errors:
         text += " · capture failed: " + "; ".join(errors)
     return text
@@ -227,39 +267,42 @@ def _exit_now(signum: int, frame: object) -> None:
     os._exit(130)
 
 
-def _finish(config: PipelineConfig, parts, orch, display, log: logging.Logger, wall: float,
-            exit_code: int) -> RunResult:
+def _finish(config: PipelineConfig, the_run: Run, progress: RunProgress, display: Display,
+            log: logging.Logger, wall: float, exit_code: int, graph_actors: int) -> RunResult:
     """Final checkpoint, summary lines and evaluation (``wall``: the run's seconds of work)."""
-    ckpt = orch.save_checkpoint()
+    parts = the_run.parts
+    ckpt = progress.save_checkpoint()
+    stopped = bool(the_run.stop_reason)
     result = RunResult(
-        exit_code=exit_code, run_dir=orch.run_dir, checkpoint=ckpt, agent_steps=orch.agent_steps,
-        updates=orch.learner_side.updates, wall_s=wall, ring=parts.ring.stats(),
-        win_history=orch.win_history, failures=orch.failures, stop_reason=orch.stop_reason,
+        exit_code=exit_code, run_dir=progress.run_dir, checkpoint=ckpt,
+        agent_steps=progress.agent_steps, updates=progress.updates, wall_s=wall,
+        ring=parts.ring.stats(), win_history=progress.win_history, failures=progress.failures,
+        stop_reason=the_run.stop_reason, cuda_graph_actors=graph_actors,
     )
     s = result.ring
     lines = [
-        f"{'stopped' if orch.stop_requested else 'finished'} in {wall:.1f}s: "
-        f"{result.agent_steps:,} agent-steps ({orch.committed * orch.samples_per_chunk / max(wall, 1e-9):,.0f}/s), "
+        f"{'stopped' if stopped else 'finished'} in {wall:.1f}s: "
+        f"{result.agent_steps:,} agent-steps ({progress.committed_samples / max(wall, 1e-9):,.0f}/s), "
         f"{result.updates} updates, policy version {parts.learner.policy_version}",
         f"samples: produced {s.produced_samples} = consumed {s.consumed_samples} + dropped "
         f"{s.dropped_samples} + in flight {s.in_flight_samples}; slot reuses {s.reuses}; "
         f"actor waits {s.write_wait_s:.2f}s, learner waits {s.read_wait_s:.2f}s",
         f"checkpoint: {ckpt}",
     ]
-    actor_busy, learner_busy, both = orch.overlap()
+    actor_busy, learner_busy, both = progress.overlap()
     if wall > 0:
-        if not orch.profiled:  # a --profile trace measured it better
-            orch.metrics.set_overlap_ratio(min(both / wall, 1.0))
+        if not progress.profiled:  # a --profile trace measured it better
+            progress.metrics.set_overlap_ratio(min(both / wall, 1.0))
         lines.insert(2, f"busy: actors {actor_busy:.1f}s, learner {learner_busy:.1f}s, both at once "
                         f"{both:.1f}s ({both / wall:.0%} of wall)")
-    if orch.win_history:
-        first = next((w for w in orch.win_history if w[2] > 0), orch.win_history[0])
-        last = orch.win_history[-1]
+    if progress.win_history:
+        first = next((w for w in progress.win_history if w[2] > 0), progress.win_history[0])
+        last = progress.win_history[-1]
         lines.append(f"win rate vs {config.actors.opponent}: {first[1]:.1%} at {first[0]:,} steps "
                      f"→ {last[1]:.1%} at {last[0]:,} steps")
     for line in lines:
         display.message(line)
-    if exit_code == 0 and not orch.stop_requested and config.run.eval_episodes > 0:
+    if exit_code == 0 and not stopped and config.run.eval_episodes > 0:
         result.evaluation = evaluate(ckpt, config)
         if result.evaluation:
             display.message("evaluation against the scripted opponents:\n" + result.evaluation)
@@ -270,11 +313,7 @@ def _finish(config: PipelineConfig, parts, orch, display, log: logging.Logger, w
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
     try:
-        config = parse_config(argv)
-        from pipeline.components import pick_device
-
-        config = resolve(config, pick_device(config.run.device))
-        return run(config).exit_code
+        return run(resolve(parse_config(argv))).exit_code
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -2,26 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import typing
 
 import pytest
 
-from pipeline.config import (
-    ConfigError,
-    PipelineConfig,
-    apply_override,
-    from_dict,
-    load_toml,
-    parse_value,
-    resolve,
-    to_toml,
-)
+from learner import PPOConfig
+from pipeline.config import ConfigError, PipelineConfig, resolve
+from pipeline.config_file import apply_override, load_toml, parse_value, to_toml
 from pipeline.display import Display, Progress, make_display
 
 
 def test_resolve_fills_device_defaults():
-    cpu = resolve(PipelineConfig(), "cpu")
-    gpu = resolve(PipelineConfig(), "cuda:0")
+    cpu = resolve({}, "cpu")
+    gpu = resolve({}, "cuda:0")
     assert cpu.actors.envs_per_actor < gpu.actors.envs_per_actor
     assert cpu.run.total_steps < gpu.run.total_steps
     assert cpu.ring.slots == 2 * cpu.actors.count
@@ -29,32 +24,53 @@ def test_resolve_fills_device_defaults():
     assert gpu.run.actor_threads == gpu.actors.count
     assert 1 <= cpu.run.actor_threads <= cpu.actors.count
     assert cpu.samples_per_chunk == cpu.actors.envs_per_actor * cpu.actors.rollout_len
+    # The learner's network and schedule are chosen here too, and written down.
+    assert cpu.ppo.hidden_sizes == (64, 64) and gpu.ppo.hidden_sizes == PPOConfig().hidden_sizes
+    assert cpu.ppo.total_updates == -(-cpu.run.total_steps // cpu.samples_per_batch)
+    assert cpu.ppo.seed == cpu.run.seed
     # Explicit values are kept.
-    explicit = from_dict({"actors": {"envs_per_actor": 3, "rollout_len": 5}, "run": {"total_steps": 7}})
-    r = resolve(explicit, "cuda:0")
+    r = resolve({"actors": {"envs_per_actor": 3, "rollout_len": 5}, "run": {"total_steps": 7},
+                 "ppo": {"num_minibatches": 1}}, "cuda:0")
     assert (r.actors.envs_per_actor, r.actors.rollout_len, r.run.total_steps) == (3, 5, 7)
 
 
+def test_a_resolved_config_holds_no_unchosen_value():
+    def walk(node, where):
+        if dataclasses.is_dataclass(node):
+            for f in dataclasses.fields(node):
+                walk(getattr(node, f.name), f"{where}.{f.name}")
+        else:
+            assert node is not None or where == "config.ppo.target_kl", where  # None: "never"
+
+    walk(resolve({}, "cpu"), "config")
+    hints = typing.get_type_hints(PipelineConfig)
+    for section in ("run", "actors", "ring", "intake"):
+        for name, hint in typing.get_type_hints(hints[section]).items():
+            assert type(None) not in typing.get_args(hint), f"{section}.{name} is optional"
+
+
 def test_cuda_caps_actors_at_the_stream_pool():
-    ok = resolve(from_dict({"actors": {"count": 32}}), "cuda:0")
+    ok = resolve({"actors": {"count": 32}}, "cuda:0")
     assert ok.actors.count == 32
     with pytest.raises(ConfigError, match=r"actors\.count is 33.*stream"):
-        resolve(from_dict({"actors": {"count": 33}}), "cuda:0")
-    assert resolve(from_dict({"actors": {"count": 33}}), "cpu").actors.count == 33
+        resolve({"actors": {"count": 33}}, "cuda:0")
+    assert resolve({"actors": {"count": 33}}, "cpu").actors.count == 33
 
 
 def test_toml_round_trip_of_a_resolved_config(tmp_path):
-    config = resolve(from_dict({"sim": {"time_scale": 2.0}, "ppo": {"hidden_sizes": [8, 8]}}), "cpu")
+    config = resolve({"sim": {"time_scale": 2.0}, "ppo": {"hidden_sizes": [8, 8]}}, "cpu")
     path = tmp_path / "c.toml"
     path.write_text(to_toml(config.to_dict()))
-    again = from_dict(load_toml(path))
-    assert again.sim == config.sim and again.run == config.run and again.actors == config.actors
-    assert again.ppo == {"hidden_sizes": [8, 8]}
+    assert resolve(load_toml(path)) == config
+    # The file is the whole truth: resolved for another device it keeps every value but the device.
+    on_gpu = resolve(load_toml(path), "cuda:0")
+    assert on_gpu.ppo == config.ppo and on_gpu.actors == config.actors and on_gpu.ring == config.ring
+    assert on_gpu.run == dataclasses.replace(config.run, device="cuda:0")
 
 
-def test_unresolved_samples_per_chunk_is_an_error():
-    with pytest.raises(ConfigError, match="needs a resolved config"):
-        _ = PipelineConfig().samples_per_chunk
+def test_derived_ppo_fields_cannot_be_set():
+    with pytest.raises(ConfigError, match=r"ppo.total_updates is derived"):
+        resolve({"ppo": {"total_updates": 5}}, "cpu")
 
 
 @pytest.mark.parametrize(
@@ -64,7 +80,9 @@ def test_unresolved_samples_per_chunk_is_an_error():
         ({"run": {"sync": "yes"}}, "run.sync must be true or false"),
         ({"run": {"log_interval_s": 0}}, "run.log_interval_s must be > 0"),
         ({"ring": {"placement": "gpu"}}, "ring.placement must be one of"),
-        ({"learner": {"max_policy_lag": -1}}, "learner.max_policy_lag must be >= 0"),
+        ({"intake": {"max_policy_lag": -1}}, "intake.max_policy_lag must be >= 0"),
+        ({"learner": {"max_policy_lag": 1}}, "unknown config section(s): learner"),
+        ({"ppo": {"num_minibatches": 3}}, "ppo.num_minibatches (3) must divide the batch"),
         ({"actors": {"learning_side": 2}}, "actors.learning_side must be 0 or 1"),
         ({"sim": {"dt_s": -1.0}}, "sim: dt_s must be finite and > 0"),
         ({"run": []}, "[run] must be a table"),
@@ -72,7 +90,7 @@ def test_unresolved_samples_per_chunk_is_an_error():
 )
 def test_bad_values_name_the_field(data, message):
     with pytest.raises(ConfigError) as exc:
-        from_dict(data)
+        resolve(data, "cpu")
     assert message in str(exc.value)
 
 
@@ -81,7 +99,7 @@ def test_parse_value_and_nested_override():
     assert parse_value("[1, 2]") == [1, 2] and parse_value("crank") == "crank"
     data: dict = {}
     apply_override(data, "sim.fighter.lift_to_drag", 6.0)
-    assert from_dict(data).sim.fighter.lift_to_drag == 6.0
+    assert resolve(data, "cpu").sim.fighter.lift_to_drag == 6.0
     with pytest.raises(ConfigError, match=r"section\.field"):
         apply_override(data, "nodot", 1)
 

@@ -7,9 +7,11 @@ import dataclasses
 import pytest
 import torch
 
+from actors.actor import SimActor
 from learner.checkpoint import load_policy, read_checkpoint
 from pipeline.cli import parse_config
-from pipeline.config import PipelineConfig, from_dict, load_toml, resolve
+from pipeline.config import PipelineConfig, pick_device, resolve
+from pipeline.config_file import load_toml
 from pipeline.launch import main, run
 
 T, B, ACTORS = 8, 8, 2
@@ -45,10 +47,10 @@ def test_small_run_completes_with_exact_counts(tmp_path, mode):
     s = result.ring
     assert s.consumed_samples + s.dropped_samples == 10 * CHUNK
     assert s.reuses == 10 - min(10, config.ring.slots)  # FIFO free list: every slot, then reuse
-    assert result.updates >= 10 // config.learner.slots_per_batch
+    assert result.updates >= 10 // config.intake.slots_per_batch
     # Run directory: resolved config (reloadable), log, loadable checkpoint.
     run_dir = result.run_dir
-    reloaded = from_dict(load_toml(run_dir / "config.toml"))
+    reloaded = resolve(load_toml(run_dir / "config.toml"))
     assert reloaded == config
     assert "exit code 0" in (run_dir / "run.log").read_text()
     policy = load_policy(run_dir / "checkpoints" / "latest.pt")
@@ -56,8 +58,23 @@ def test_small_run_completes_with_exact_counts(tmp_path, mode):
     assert read_checkpoint(result.checkpoint)["extra"]["agent_steps"] == 10 * CHUNK
 
 
-def test_actor_crash_is_recovered(tmp_path):
-    config = small_config(tmp_path, "--set", "run.fail_actor_at_chunk=1")
+def fail_actor_0(monkeypatch, at_chunk: int, times: int) -> None:
+    """Make actor 0 raise while writing its chunk ``at_chunk`` in ``times`` incarnations."""
+    original = SimActor.rollout
+    failed = [0]
+
+    def rollout(self, slot):
+        if self.actor_id == 0 and self.chunks_written == at_chunk and failed[0] < times:
+            failed[0] += 1
+            raise RuntimeError(f"injected fault: actor 0, chunk {at_chunk}")
+        original(self, slot)
+
+    monkeypatch.setattr(SimActor, "rollout", rollout)
+
+
+def test_actor_crash_is_recovered(tmp_path, monkeypatch):
+    fail_actor_0(monkeypatch, at_chunk=1, times=1)
+    config = small_config(tmp_path)
     result = run(config)
     assert result.exit_code == 0 and result.failures == 1
     s = result.ring
@@ -66,15 +83,16 @@ def test_actor_crash_is_recovered(tmp_path):
     assert_exact(result, 10)
     assert result.agent_steps == 10 * CHUNK  # the lost chunk was produced again
     log = (result.run_dir / "run.log").read_text()
-    assert "Traceback" in log and "InjectedFault" in log and "actor 0 restarted" in log
+    assert "Traceback" in log and "injected fault: actor 0, chunk 1" in log
+    assert "actor 0 restarting on fresh environments" in log
 
 
-def test_repeated_actor_failures_stop_the_run(tmp_path, capsys):
+def test_repeated_actor_failures_stop_the_run(tmp_path, capsys, monkeypatch):
+    fail_actor_0(monkeypatch, at_chunk=0, times=10)
     argv = [
         "--actors", "1", "--envs-per-actor", "4", "--rollout-len", "4", "--total-steps", "160",
         "--opponent", "straight", "--reward", "outcome", "--device", "cpu", "--display", "plain",
-        "--run-dir", str(tmp_path / "run"), "--set", "run.fail_actor_at_chunk=0",
-        "--set", "run.fail_actor_times=10", "--set", "run.max_actor_failures=2",
+        "--run-dir", str(tmp_path / "run"), "--set", "run.max_actor_failures=2",
         "--set", "ppo.hidden_sizes=[8]",
     ]
     assert main(argv) == 1
@@ -94,7 +112,7 @@ def test_repeated_actor_failures_stop_the_run(tmp_path, capsys):
         (["--set", "ppo.gamma=2.0"], "ppo: gamma must be in [0, 1]"),
         (["--opponent", "nonsense"], "unknown agent 'nonsense'"),
         (["--device", "tpu"], "run.device must be"),
-        (["--ring-slots", "1", "--slots-per-batch", "2"], "learner.slots_per_batch (2) must be <= ring.slots (1)"),
+        (["--ring-slots", "1", "--slots-per-batch", "2"], "intake.slots_per_batch (2) must be <= ring.slots (1)"),
     ],
 )
 def test_bad_values_exit_2_naming_them(tmp_path, capsys, argv, message):
@@ -115,10 +133,10 @@ def test_bad_flags_exit_2(argv, capsys):
 def test_config_file_and_overrides(tmp_path):
     path = tmp_path / "c.toml"
     path.write_text('[actors]\ncount = 3\nopponent = "shooter"\n[ppo]\nlearning_rate = 0.002\n')
-    config = parse_config(["--config", str(path), "--actors", "5", "--set", "run.seed=9"])
+    config = resolve(parse_config(["--config", str(path), "--actors", "5", "--set", "run.seed=9"]), "cpu")
     assert config.actors.count == 5  # a flag beats the file
     assert config.actors.opponent == "shooter" and config.run.seed == 9
-    assert config.ppo == {"learning_rate": 0.002}
+    assert config.ppo.learning_rate == 0.002 and config.ppo.hidden_sizes == (64, 64)
 
 
 def test_resume_continues_counts_and_version(tmp_path):
@@ -180,8 +198,6 @@ def test_bad_metrics_address_exits_2(tmp_path, capsys):
 def test_cuda_run_completes_with_exact_counts(tmp_path, mode, ring, compiled):
     """The CUDA fast path end to end: actors on their own streams replaying captured steps,
     the learner on its stream, device or pinned ring; every slot field written (debug ring)."""
-    from pipeline.components import pick_device
-
     argv = [
         "--actors", str(ACTORS), "--envs-per-actor", "256", "--rollout-len", str(T),
         "--total-steps", str(10 * T * 256), "--opponent", "random", "--reward", "shaped",
@@ -200,20 +216,53 @@ def test_cuda_run_completes_with_exact_counts(tmp_path, mode, ring, compiled):
 
 
 @pytest.mark.gpu
-def test_cuda_actor_crash_recaptures_while_others_run(tmp_path):
+def test_cuda_actor_crash_recaptures_while_others_run(tmp_path, monkeypatch):
     """A failed actor is rebuilt, and its step captured again, in a worker thread while the
     other actors replay their graphs and the learner trains: the run goes on, counts exact."""
-    from pipeline.components import pick_device
-
+    fail_actor_0(monkeypatch, at_chunk=1, times=1)
     argv = [
         "--actors", "3", "--envs-per-actor", "256", "--rollout-len", str(T),
         "--total-steps", str(12 * T * 256), "--opponent", "crank", "--reward", "outcome",
         "--device", "cuda", "--display", "none", "--run-dir", str(tmp_path / "run"), "--debug",
         "--set", "run.eval_episodes=0", "--set", "run.compile_sim=false",
-        "--set", "run.fail_actor_at_chunk=1",
     ]
     result = run(resolve(parse_config(argv), pick_device("cuda")))
     assert result.exit_code == 0 and result.failures == 1
     assert_exact(result, 12)
     log = (result.run_dir / "run.log").read_text()
-    assert "actor 0 restarted (incarnation 1) stepping with a CUDA graph" in log
+    assert "actor 0 restarting on fresh environments" in log
+
+
+def test_config_toml_reproduces_the_run_bit_for_bit(tmp_path):
+    """The written config.toml is the whole truth: two sync runs from it (CPU, fixed seed)
+    train bit-identical networks, optimizer states and observation statistics."""
+    first = run(small_config(tmp_path, "--sync", "--set", "ppo.update_epochs=2", steps=12 * CHUNK))
+    assert first.exit_code == 0
+    path = first.run_dir / "config.toml"
+    text = path.read_text()
+    assert "hidden_sizes = [16, 16]" in text and "update_epochs = 2" in text  # every PPO value
+    assert "# derived: ppo.total_updates" in text
+    states = []
+    for name in ("again1", "again2"):
+        assert main(["--config", str(path), "--run-dir", str(tmp_path / name)]) == 0
+        states.append(read_checkpoint(tmp_path / name / "checkpoints" / "latest.pt"))
+    original = read_checkpoint(first.checkpoint)
+    for state in states:
+        for key in ("model", "optimizer"):
+            flat_a, flat_b = _tensors(original[key]), _tensors(state[key])
+            assert flat_a.keys() == flat_b.keys()
+            for k in flat_a:
+                assert torch.equal(flat_a[k], flat_b[k]), f"{key}.{k}"
+        assert state["policy_version"] == original["policy_version"]
+
+
+def _tensors(tree, prefix: str = "") -> dict[str, torch.Tensor]:
+    """Every tensor of a nested state dict by dotted path."""
+    out: dict[str, torch.Tensor] = {}
+    items = tree.items() if isinstance(tree, dict) else enumerate(tree) if isinstance(tree, (list, tuple)) else ()
+    for k, v in items:
+        if isinstance(v, torch.Tensor):
+            out[f"{prefix}{k}"] = v
+        else:
+            out.update(_tensors(v, f"{prefix}{k}."))
+    return out

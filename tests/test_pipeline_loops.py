@@ -1,22 +1,51 @@
-"""The learner side: stale chunks dropped and counted, batches assembled column-block-wise."""
+"""The loops' pieces: stale chunks dropped and counted, batches assembled column-block-wise,
+an update publishing its weights, and a drained ring ending the learner loop."""
 
 from __future__ import annotations
+
+import asyncio
 
 import torch
 
 from monitoring import Metrics
 from pipeline.cli import parse_config
-from pipeline.components import build
 from pipeline.config import resolve
-from pipeline.learner_side import LearnerSide
+from pipeline.loops import BatchIntake, Budget, ChunkOutcome, Run, Scheduler, UpdateReport, train_on
+from pipeline.parts import RunParts, build
 
 
-def parts_for(tmp_path, *extra: str):
+class Recorder:
+    """Keeps what the loops report (the run's hooks)."""
+
+    def __init__(self) -> None:
+        self.chunks: list[ChunkOutcome] = []
+        self.updates: list[UpdateReport] = []
+        self.busy: list[tuple[str, float, float]] = []
+
+    def on_chunk(self, outcome: ChunkOutcome) -> None:
+        self.chunks.append(outcome)
+
+    def on_update(self, report: UpdateReport) -> None:
+        self.updates.append(report)
+
+    def on_busy(self, role: str, start: float, end: float) -> None:
+        self.busy.append((role, start, end))
+
+    def on_actor_failure(self, actor_id: int, exc: BaseException, dropped_chunk: bool) -> None:
+        raise exc
+
+
+def parts_for(tmp_path, *extra: str) -> RunParts:
     argv = ["--actors", "2", "--envs-per-actor", "4", "--rollout-len", "4", "--opponent", "straight",
             "--reward", "outcome", "--device", "cpu", "--total-steps", "64", "--display", "none",
             "--run-dir", str(tmp_path), "--set", "ppo.hidden_sizes=[8]", "--set", "ppo.update_epochs=1",
             *extra]
     return build(resolve(parse_config(argv), "cpu"))
+
+
+def run_for(parts: RunParts, metrics: Metrics | None = None) -> Run:
+    hooks = Recorder()
+    return Run(parts, BatchIntake(parts, metrics or Metrics()), Budget(4), Scheduler(hooks, True, 1), hooks)
 
 
 def produce(parts, actor_id: int, version: int):
@@ -29,50 +58,76 @@ def produce(parts, actor_id: int, version: int):
 def test_stale_chunks_are_dropped_and_counted(tmp_path):
     parts = parts_for(tmp_path, "--max-policy-lag", "1", "--slots-per-batch", "1")
     metrics = Metrics()
-    side = LearnerSide(parts, metrics)
+    run = run_for(parts, metrics)
     parts.learner.policy_version = 5
     produce(parts, 0, version=3)  # lag 2 > 1: dropped
     fresh = produce(parts, 1, version=4)  # lag 1: kept
-    slots = side.collect(timeout=1.0)
+    slots = asyncio.run(run.intake.collect())
     assert slots == [fresh]
     s = parts.ring.stats()
     assert s.stale_chunks == 1 and s.dropped_samples == 16
     assert metrics.snapshot().dropped_chunks == {"stale": 1}
-    side.train_on(slots)
+    train_on(run, slots)
     s = parts.ring.stats()
     assert s.consumed_samples == 16 and s.free == s.capacity
     assert s.produced_samples == s.consumed_samples + s.dropped_samples + s.in_flight_samples
-    assert side.lags == [1]
+    assert [r.lags for r in run.hooks.updates] == [[1]]
 
 
 def test_multi_slot_batch_columns_and_versions(tmp_path):
     parts = parts_for(tmp_path, "--slots-per-batch", "2")
-    side = LearnerSide(parts, Metrics())
+    run = run_for(parts)
     a = produce(parts, 0, version=0)
     b = produce(parts, 1, version=0)
-    slots = side.collect(timeout=1.0)
+    slots = asyncio.run(run.intake.collect())
     assert slots == [a, b]  # oldest first
-    batch = side.assemble(slots)
+    batch = run.intake.assemble(slots)
     batch.validate(obs_dim=parts.layout.size, action_dim=3)
     assert torch.equal(batch.obs[:, :4], a.obs) and torch.equal(batch.obs[:, 4:], b.obs)
     assert torch.equal(batch.terminated[:, 4:], b.terminated)
     assert torch.equal(batch.next_values[4:], b.next_values)
     assert batch.policy_versions.tolist() == [0] * 8
     # A short final batch (draining) covers only the slots given.
-    short = side.assemble([a])
+    short = run.intake.assemble([a])
     short.validate(obs_dim=parts.layout.size, action_dim=3)
     assert short.num_envs == 4 and torch.equal(short.actions, a.actions)
 
 
 def test_update_publishes_new_weights(tmp_path):
     parts = parts_for(tmp_path, "--slots-per-batch", "1")
-    side = LearnerSide(parts, Metrics())
+    run = run_for(parts)
     produce(parts, 0, version=0)
     before = parts.publisher.version
-    stats = side.train_on(side.collect(timeout=1.0))
+    train_on(run, asyncio.run(run.intake.collect()))
     assert parts.publisher.version == parts.learner.policy_version == before + 1
-    assert "loss_policy" in stats
+    assert "loss_policy" in run.hooks.updates[0].stats
     actor = parts.actors[1]
     assert actor.sync_weights(parts.publisher) == before + 1
     for p, q in zip(actor.policy.parameters(), parts.learner.policy.parameters(), strict=True):
         assert torch.equal(p, q)
+
+
+def test_ended_production_drains_in_short_batches_then_ends(tmp_path):
+    parts = parts_for(tmp_path, "--slots-per-batch", "2")
+    run = run_for(parts)
+    only = produce(parts, 0, version=0)
+    writing = parts.ring.acquire_write(1)
+    parts.ring.end_production()
+
+    async def drain() -> list[list]:
+        batches = []
+        while slots := await run.intake.collect():
+            batches.append(slots)
+            parts.ring.release(slots)
+        return batches
+
+    async def main() -> list[list]:
+        task = asyncio.create_task(drain())
+        await asyncio.sleep(0.05)
+        assert not task.done()  # a slot is still being written: the learner waits for it
+        parts.actors[1].rollout(writing)
+        parts.ring.commit(writing, 0)
+        return await task
+
+    assert asyncio.run(main()) == [[only, writing]]
+    assert parts.ring.stats().consumed_chunks == 2

@@ -1,0 +1,389 @@
+"""The two loops of a run, and how they are scheduled.
+
+:func:`actor_loop`: claim a chunk of the budget → take a FREE ring slot → pull the newest weights
+and roll out into the slot → commit it READY. :func:`learner_loop`: collect fresh READY chunks →
+one PPO update on them → release the slots → publish the new weights. Both report through the
+run's :class:`RunHooks` (progress, metrics, checkpoints live behind it) and never reach into
+each other.
+
+:func:`drive` runs every actor loop and the learner loop as tasks on one event loop. Their
+blocking work (a chunk's kernel launches, an update) goes through a :class:`Scheduler`: async,
+it runs in worker threads (PyTorch releases the GIL inside kernels) so actors and learner
+overlap; sync (``--sync``, the baseline), it runs inline on the loop thread, so they take
+turns. Both modes run this same code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+import torch
+
+from actors.actor import SimActor
+from learner import RolloutBatch
+from monitoring import span
+from pipeline.parts import RunParts
+from pipeline.ring import RingClosed, RingSlot, SlotState
+
+EVENT_POLL_S = 0.0005
+"""Sleep between CUDA event polls: short next to a chunk, long enough not to spin the loop."""
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class ChunkOutcome:
+    """Host-side facts about one committed chunk (read at the chunk boundary)."""
+
+    actor_id: int
+    samples: int
+    """Agent-steps in the chunk."""
+    physics_steps: int
+    """Physics env-steps in the chunk."""
+    wins: int
+    draws: int
+    losses: int
+    lengths: torch.Tensor
+    """Lengths of the episodes that ended in the chunk (decision steps)."""
+    slot_wait_s: float
+    """Seconds the actor waited for a FREE slot."""
+
+
+@dataclass(frozen=True)
+class UpdateReport:
+    """What one learner update consumed and produced."""
+
+    samples: int
+    lags: list[int]
+    """Policy lag of each chunk trained on."""
+    policy_version: int
+    """The version the update produced (and published)."""
+    stats: dict[str, float]
+    """The PPO update's statistics (losses, entropy, KL, ...)."""
+
+
+class RunHooks(Protocol):
+    """What the loops tell the rest of the run (``pipeline.progress.RunProgress``)."""
+
+    def on_chunk(self, outcome: ChunkOutcome) -> None:
+        """A chunk was committed READY."""
+
+    def on_update(self, report: UpdateReport) -> None:
+        """An update finished (called on the learner's thread, after publishing)."""
+
+    def on_busy(self, role: str, start: float, end: float) -> None:
+        """``role`` (``actor`` or ``learner``) worked from ``start`` to ``end`` (perf_counter)."""
+
+    def on_actor_failure(self, actor_id: int, exc: BaseException, dropped_chunk: bool) -> None:
+        """An actor raised; raise ``RunFailed`` to stop the run instead of restarting it."""
+
+
+class Budget:
+    """The run's chunks: claimed by an actor before it writes one, given back if it fails."""
+
+    def __init__(self, total_chunks: int):
+        self.total_chunks = total_chunks
+        self.claimed = 0
+        self.committed = 0
+        self.stopped = False
+
+    def claim(self) -> bool:
+        """Reserve one chunk (False when the budget is spent or the run stops)."""
+        if self.stopped or self.claimed >= self.total_chunks:
+            return False
+        self.claimed += 1
+        return True
+
+    def unclaim(self) -> None:
+        """Give back a reserved chunk that was not produced."""
+        self.claimed -= 1
+
+
+class Scheduler:
+    """Where the loops' blocking work runs: worker threads (async) or inline, in turn (sync)."""
+
+    def __init__(self, hooks: RunHooks, sync: bool, actor_threads: int):
+        self.hooks = hooks
+        self.sync = sync
+        self._pools: dict[str, concurrent.futures.ThreadPoolExecutor] = {}
+        if not sync:
+            # Separate pools: the learner never queues behind actor chunks, and chunks run on
+            # at most ``run.actor_threads`` threads (see RunConfig.actor_threads).
+            self._pools = {"actor": concurrent.futures.ThreadPoolExecutor(actor_threads, "actor"),
+                           "learner": concurrent.futures.ThreadPoolExecutor(1, "learner")}
+
+    async def run(self, role: str, fn: Callable[..., R], *args: Any, busy: bool = True) -> R:
+        """``fn(*args)`` as ``role``'s work; ``busy``: counted in its busy time."""
+        start = time.perf_counter()
+        try:
+            if self.sync:
+                return fn(*args)
+            return await asyncio.get_running_loop().run_in_executor(self._pools[role], fn, *args)
+        finally:
+            if busy:
+                self.hooks.on_busy(role, start, time.perf_counter())
+
+    async def written(self, slot: RingSlot) -> None:
+        """Wait until the device finished writing ``slot`` (CUDA; at once on the CPU)."""
+        event = slot.written_event
+        if event is None:
+            return
+        if self.sync:
+            event.synchronize()  # in turn: the chunk completes first
+            return
+        while not event.query():
+            await asyncio.sleep(EVENT_POLL_S)
+
+    async def turn(self) -> None:
+        """Sync: let the other loops have their turn (async: they run anyway)."""
+        if self.sync:
+            await asyncio.sleep(0)
+
+    def shutdown(self) -> None:
+        """Stop the worker threads (a thread inside a kernel is not waited for)."""
+        for pool in self._pools.values():
+            pool.shutdown(wait=False)
+
+
+@dataclass
+class Run:
+    """What the loops work with."""
+
+    parts: RunParts
+    intake: BatchIntake
+    budget: Budget
+    sched: Scheduler
+    hooks: RunHooks
+    stop_reason: str = ""
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    def request_stop(self, reason: str) -> None:
+        """Stop producing; waiting actors and the learner are woken through the ring."""
+        if not self.budget.stopped:
+            self.budget.stopped = True
+            self.stop_reason = reason
+            self.parts.ring.close()
+
+
+# ---------------------------------------------------------------------------- the loops
+async def actor_loop(run: Run, actor_id: int) -> None:
+    """One actor: claim → slot → pull weights and roll out → commit, until the budget is spent."""
+    ring = run.parts.ring
+    while run.budget.claim():
+        start = time.perf_counter()
+        try:
+            slot = await ring.acquire_write_async(actor_id)  # waits while the ring is full
+        except RingClosed:
+            run.budget.unclaim()
+            return
+        wait_s = time.perf_counter() - start
+        actor = run.parts.actors[actor_id]
+        try:
+            await run.sched.run("actor", write_chunk, actor, run.parts, slot)
+            await run.sched.written(slot)
+            outcome = chunk_outcome(actor, wait_s)  # host reads: at the chunk boundary only
+            ring.commit(slot, actor.policy_version)
+            run.budget.committed += 1
+            run.hooks.on_chunk(outcome)
+        except Exception as exc:
+            await recover(run, actor_id, slot, exc)
+        await run.sched.turn()
+
+
+async def learner_loop(run: Run) -> None:
+    """The learner: collect → update → release → publish, until the ring is drained or stopped."""
+    while slots := await run.intake.collect():
+        await run.sched.run("learner", train_on, run, slots)
+        await run.sched.turn()
+
+
+def write_chunk(actor: SimActor, parts: RunParts, slot: RingSlot) -> None:
+    """Blocking part of a chunk: pick up newer weights, then roll out into ``slot``."""
+    actor.sync_weights(parts.publisher)
+    actor.rollout(slot)
+
+
+def chunk_outcome(actor: SimActor, slot_wait_s: float) -> ChunkOutcome:
+    """Check the chunk's deferred errors and read its episode outcomes."""
+    actor.check_errors()
+    wins, draws, losses, lengths = actor.stats.chunk_outcomes()
+    return ChunkOutcome(actor.actor_id, actor.samples_per_chunk, actor.physics_steps_per_chunk,
+                        int(wins), int(draws), int(losses), lengths, slot_wait_s)
+
+
+def train_on(run: Run, slots: list[RingSlot]) -> None:
+    """Blocking: assemble the batch, update, release the slots, publish the new weights."""
+    intake, learner = run.intake, run.parts.learner
+    lags = [intake.lag_of(s) for s in slots]
+    with intake.on_stream(), span("learner:update"):
+        batch = intake.assemble(slots)
+        stats = learner.update(batch)
+        intake.mark_read(slots)
+        run.parts.ring.release(slots)
+        with span("learner:publish"):
+            run.parts.publisher.publish(learner.policy, learner.policy_version, stream=intake.stream)
+    report = UpdateReport(sum(s.spec.samples for s in slots), lags, learner.policy_version,
+                          {k: float(v) for k, v in stats.items() if isinstance(v, (int, float))})
+    run.hooks.on_update(report)
+
+
+async def recover(run: Run, actor_id: int, slot: RingSlot, exc: Exception) -> None:
+    """Give a failed actor's slot back (counted dropped), report it, restart the actor."""
+    stream = run.parts.actors[actor_id].stream
+    if stream is not None:
+        # Kernels enqueued before the exception may still write into the slot: let them
+        # finish before the slot can be handed to another actor.
+        with contextlib.suppress(RuntimeError):
+            stream.synchronize()
+    dropped = slot.state == SlotState.WRITING
+    if dropped:
+        run.parts.ring.abort(slot)
+    run.budget.unclaim()
+    run.hooks.on_actor_failure(actor_id, exc, dropped)  # raises RunFailed past the limit
+    await run.sched.run("actor", run.parts.restart_actor, actor_id, busy=False)
+
+
+# ---------------------------------------------------------------------------- scheduling
+async def drive(run: Run, report: Callable[[], None], report_interval_s: float) -> None:
+    """Run every actor loop and the learner loop to the end; ``report`` every interval."""
+    actors = [asyncio.create_task(actor_loop(run, i), name=f"actor:{i}")
+              for i in range(len(run.parts.actors))]
+    learner = asyncio.create_task(learner_loop(run), name="learner")
+    run.tasks = [*actors, learner]
+
+    async def reporter() -> None:
+        while True:
+            await asyncio.sleep(report_interval_s)
+            report()
+
+    reporting = asyncio.create_task(reporter(), name="reporter")
+    try:
+        # The learner finishes only after the actors (it drains the ring), unless it fails.
+        pending: set[asyncio.Task[None]] = {*actors, learner}
+        while any(not a.done() for a in actors):
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if task.exception() is not None:
+                    raise task.exception()  # type: ignore[misc]
+        run.parts.ring.end_production()
+        await learner
+    except BaseException as exc:
+        run.request_stop(f"error: {type(exc).__name__}: {exc}")
+        for task in run.tasks:
+            task.cancel()
+        await asyncio.gather(*run.tasks, return_exceptions=True)
+        run.intake.unread_held()
+        raise
+    finally:
+        reporting.cancel()
+        run.sched.shutdown()
+
+
+# ---------------------------------------------------------------------------- the intake
+class BatchIntake:
+    """The learner's side of the ring: fresh READY slots in, one PPO batch out.
+
+    The learner takes READY slots oldest first, one at a time, until it holds
+    ``slots_per_batch`` fresh ones; a chunk whose policy lag (learner version − the version that
+    produced it) exceeds ``max_policy_lag`` is dropped on the spot, counted. One slot on the
+    learner's own device is used in place; several slots (or slots in host memory) are copied
+    column-block-wise into a preallocated batch on the learner's device, on the learner's
+    stream, non-blocking from pinned memory. After the update the slots' ``read_event`` is
+    recorded (CUDA), which the next writer's stream waits on.
+    """
+
+    def __init__(self, parts: RunParts, metrics: Any):
+        self.ring = parts.ring
+        self.learner = parts.learner
+        self.metrics = metrics
+        cfg = parts.config
+        self.slots_per_batch = cfg.intake.slots_per_batch
+        self.max_lag = cfg.intake.max_policy_lag
+        self.device = parts.device
+        # High priority: the learner's kernels go first when actors fill the device, which
+        # keeps the policy lag down (and takes the stream from the separate high-priority pool).
+        self.stream = torch.cuda.Stream(self.device, priority=-1) if self.device.type == "cuda" else None
+        spec = self.ring.spec
+        self._in_place = self.slots_per_batch == 1 and self.ring.device == self.device
+        self._pinned = self.ring.placement == "pinned"
+        versions = torch.zeros(self.slots_per_batch * spec.num_envs, dtype=torch.int64, device=self.device)
+        self._batch = RolloutBatch.of(spec.allocate(self.device, envs=self.slots_per_batch * spec.num_envs),
+                                      versions) if not self._in_place else None
+        self._versions = versions
+        self.held: list[RingSlot] = []
+        """Fresh slots taken for the next batch but not yet trained on."""
+        if self.stream is not None:
+            # The learner's parameters, optimizer state (a resumed run's too) and the batch
+            # buffers above were written on the caller's stream.
+            self.stream.wait_stream(torch.cuda.current_stream(self.device))
+
+    def lag_of(self, slot: RingSlot) -> int:
+        """Versions between the learner and the policy that wrote ``slot``."""
+        return self.learner.policy_version - slot.policy_version
+
+    async def collect(self) -> list[RingSlot]:
+        """Await ``slots_per_batch`` fresh slots; fewer (possibly none) once production ended
+        and the ring is drained; none when the run stops (held slots then count as dropped)."""
+        start = time.perf_counter()
+        try:
+            while len(self.held) < self.slots_per_batch:
+                got = await self.ring.acquire_read_async(1)
+                if not got:
+                    break  # drained: train on what is held
+                if self.lag_of(got[0]) > self.max_lag:
+                    self.ring.drop(got)
+                    self.metrics.add_dropped_chunks(1, "stale")
+                else:
+                    self.held.append(got[0])
+        except RingClosed:
+            self.unread_held()
+            return []
+        slots, self.held = self.held, []
+        if slots:
+            self.metrics.observe_batch_wait(time.perf_counter() - start)
+        return slots
+
+    def unread_held(self) -> None:
+        """Give back held slots without training on them (a stopped run): counted dropped."""
+        if self.held:
+            self.ring.drop(self.held)
+            self.metrics.add_dropped_chunks(len(self.held), "shutdown")
+            self.held = []
+
+    def on_stream(self) -> contextlib.AbstractContextManager[Any]:
+        """The learner's CUDA stream as the current one (nothing on the CPU)."""
+        return torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext()
+
+    def assemble(self, slots: list[RingSlot]) -> RolloutBatch:
+        """A batch over ``slots`` (views in place, or copies into the preallocated batch)."""
+        B, n = self.ring.spec.num_envs, len(slots)
+        if not 1 <= n <= self.slots_per_batch:
+            raise ValueError(f"need 1..{self.slots_per_batch} slots for a batch, got {n}")
+        for k, slot in enumerate(slots):
+            self._versions[k * B : (k + 1) * B].fill_(slot.policy_version)
+        if self.stream is not None:
+            for slot in slots:
+                if slot.written_event is not None:
+                    self.stream.wait_event(slot.written_event)
+        if self._batch is None:
+            return RolloutBatch.of(slots[0], self._versions[:B])
+        for k, slot in enumerate(slots):
+            self._batch.copy_columns_(slot, slice(k * B, (k + 1) * B), non_blocking=self._pinned)
+        if self._pinned:
+            self.metrics.add_copy_bytes("h2d", sum(s.nbytes() for s in slots))
+        # A short final batch (draining at the end of the run): the first n column blocks.
+        return self._batch if n == self.slots_per_batch else self._batch.columns_batch(n * B)
+
+    def mark_read(self, slots: list[RingSlot]) -> None:
+        """Record that the learner's stream finished reading ``slots`` (CUDA)."""
+        if self.stream is None:
+            return
+        for slot in slots:
+            if slot.read_event is not None:
+                slot.read_event.record(self.stream)
