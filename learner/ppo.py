@@ -113,7 +113,7 @@ class PPOLearner:
         if self._workspace is None or self._workspace_key != key:
             m = n // self.config.num_minibatches
             dev = self.device
-            f32 = dict(device=dev, dtype=torch.float32)
+            f32: dict[str, Any] = {"device": dev, "dtype": torch.float32}
             self._workspace = _Workspace(
                 advantages=torch.zeros(t, b, **f32), returns=torch.zeros(t, b, **f32),
                 old_values=torch.zeros(t, b, **f32),
