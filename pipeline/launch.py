@@ -194,7 +194,7 @@ def run(config: PipelineConfig) -> RunResult:
             display.close()
             if exporter is not None:
                 exporter.close()
-        return _finish(config, the_run, progress, display, log, end - start, exit_code,
+        return _summarize(config, the_run, progress, display, log, end - start, exit_code,
                        graph_actors)
     finally:
         if threading.current_thread() is threading.main_thread():
@@ -267,7 +267,7 @@ def _exit_now(signum: int, frame: object) -> None:
     os._exit(130)
 
 
-def _finish(config: PipelineConfig, the_run: Run, progress: RunProgress, display: Display,
+def _summarize(config: PipelineConfig, the_run: Run, progress: RunProgress, display: Display,
             log: logging.Logger, wall: float, exit_code: int, graph_actors: int) -> RunResult:
     """Final checkpoint, summary lines and evaluation (``wall``: the run's seconds of work)."""
     parts = the_run.parts

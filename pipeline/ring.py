@@ -326,13 +326,13 @@ class RolloutRing:
 
     def release(self, slots: RingSlot | list[RingSlot]) -> None:
         """READING → FREE after the learner consumed the chunk(s)."""
-        self._finish_read(slots, dropped=False)
+        self._end_read(slots, dropped=False)
 
     def drop(self, slots: RingSlot | list[RingSlot]) -> None:
         """READING → FREE for chunk(s) the learner refuses (too stale); counted as dropped."""
-        self._finish_read(slots, dropped=True)
+        self._end_read(slots, dropped=True)
 
-    def _finish_read(self, slots: RingSlot | list[RingSlot], dropped: bool) -> None:
+    def _end_read(self, slots: RingSlot | list[RingSlot], dropped: bool) -> None:
         slots = [slots] if isinstance(slots, RingSlot) else list(slots)
         with self._lock:
             for slot in slots:
