@@ -130,13 +130,10 @@ def test_truncated_checkpoint_gives_clear_error_and_previous_stays_usable(tmp_pa
     second = save_checkpoint(tmp_path, learner)
     data = second.read_bytes()
     second.write_bytes(data[: len(data) // 2])
-    with pytest.raises(CheckpointError, match=r"ckpt_000000002\.pt is unreadable \(truncated or corrupt"):
+    with pytest.raises(CheckpointError, match=r"^checkpoint \S+ckpt_000000002\.pt is truncated or corrupt "
+                                              r"\(a zip archive cut short at \d+ bytes\)$"):
         load_checkpoint(second, small_learner())
-    garbage = tmp_path / "ckpt_000000009.pt"
-    garbage.write_bytes(b"not a checkpoint at all")
-    with pytest.raises(CheckpointError, match="unreadable"):
-        read_checkpoint(garbage)
-    with pytest.raises(CheckpointError, match="no checkpoint at"):
+    with pytest.raises(CheckpointError, match=r"^no checkpoint at \S+missing\.pt \(no such file or directory\)$"):
         read_checkpoint(tmp_path / "missing.pt")
     fresh = small_learner()
     load_checkpoint(first, fresh)
