@@ -9,7 +9,7 @@ code finds both builders in one place.
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
 
 import torch
 
@@ -17,12 +17,33 @@ from agents.base import BaseAgent
 from agents.policy import PolicyAgent
 from agents.registry import SCRIPTED, looks_like_checkpoint
 from agents.registry import make_agent as make_plain_agent
-from learner.checkpoint import LATEST_NAME, load_policy
+from learner.checkpoint import load_policy, resolve_checkpoint_path
+from learner.spaces import ActionSpec
 from rewards.registry import make_reward
 from sim.config import SimConfig
 from sim.layout import ObsLayout
 
 __all__ = ["load_checkpoint_agent", "make_agent", "make_reward"]
+
+
+def _describe(spec: ActionSpec) -> str:
+    if spec.kind == "continuous":
+        return f"continuous actions in {list(zip(spec.low, spec.high, strict=True))}"
+    return f"{spec.kind.replace('_', '-')} actions with choices {list(spec.nvec)}"
+
+
+def _check_action_mode(path: object, saved: ActionSpec, sim_config: SimConfig) -> None:
+    """Refuse a policy whose actions the simulator cannot take: a ``ValueError`` naming both
+    action modes (a continuous policy in a discrete run would crash every actor that uses it)."""
+    expected = ActionSpec.for_sim(sim_config)
+    if saved == expected:
+        return
+    saved_mode = "continuous" if saved.kind == "continuous" else "discrete"
+    if saved_mode != sim_config.action_mode:
+        raise ValueError(f"checkpoint {path} acts in action_mode {saved_mode!r}, the simulator's "
+                         f"action_mode is {sim_config.action_mode!r}")
+    raise ValueError(f"checkpoint {path} produces {_describe(saved)}, the simulator "
+                     f"(action_mode {sim_config.action_mode!r}) takes {_describe(expected)}")
 
 
 def load_checkpoint_agent(
@@ -33,28 +54,35 @@ def load_checkpoint_agent(
     *,
     seed: int = 0,
     deterministic: bool = False,
+    sim_config: SimConfig | None = None,
 ) -> PolicyAgent:
-    """A :class:`PolicyAgent` around the policy saved at ``spec`` (a ``.pt`` / ``.pth`` file, or
-    a folder holding ``latest.pt``), checked against the simulator's observation ``layout``;
-    ``deterministic`` picks the most likely action."""
-    path = Path(spec)
-    if path.is_dir():
-        path = path / LATEST_NAME
-    if not path.is_file():
-        raise ValueError(f"checkpoint {str(path)!r} does not exist")
+    """A :class:`PolicyAgent` around the policy saved at ``spec`` (a checkpoint file, a
+    checkpoints folder or a run directory), checked against the simulator's observation
+    ``layout`` and, given ``sim_config``, its action mode; ``deterministic`` picks the most
+    likely action. A missing or damaged checkpoint raises ``learner.checkpoint.CheckpointError``
+    (a ``ValueError``), a mismatch a ``ValueError``; each one line naming the file."""
+    path = resolve_checkpoint_path(spec)
     policy = load_policy(path, device=device)
     saved_layout = getattr(policy, "obs_layout", None)
     if saved_layout is not None:
         diff = ObsLayout.describe_difference(saved_layout, layout.metadata())
         if diff is not None:
-            raise ValueError(f"checkpoint {str(path)!r} was trained on another observation layout: {diff}")
+            raise ValueError(f"checkpoint {path} was trained on another observation layout: {diff}")
     policy_dim = getattr(policy, "obs_dim", layout.size)
     if policy_dim != layout.size:
         raise ValueError(
-            f"checkpoint {str(path)!r} expects observations of size {policy_dim}, "
+            f"checkpoint {path} expects observations of size {policy_dim}, "
             f"the simulator's layout has {layout.size}"
         )
+    if sim_config is not None:
+        _check_action_mode(path, policy.action_spec, sim_config)
     return PolicyAgent(policy, num_envs, deterministic=deterministic, seed=seed).to(device)
+
+
+def _names_a_path(name: str) -> bool:
+    """A spec with a path separator and no ``module:Name`` colon can only mean a file."""
+    seps = [os.sep] + ([os.altsep] if os.altsep else [])
+    return ":" not in name and any(s in name for s in seps)
 
 
 def make_agent(
@@ -68,20 +96,22 @@ def make_agent(
     sim_config: SimConfig | None = None,
     deterministic: bool = False,
 ) -> BaseAgent:
-    """An agent for ``num_envs`` environments from a spec string: a checkpoint (``.pt`` /
-    ``.pth`` file, or a folder holding ``latest.pt``; see :func:`load_checkpoint_agent`), or
-    anything ``agents.registry.make_agent`` builds (a scripted name or ``package.module:Name``).
+    """An agent for ``num_envs`` environments from a spec string: a checkpoint (a ``.pt`` /
+    ``.pth`` file, a checkpoints folder or a run directory; see :func:`load_checkpoint_agent`),
+    or anything ``agents.registry.make_agent`` builds (a scripted name or
+    ``package.module:Name``). A checkpoint must act in the simulator's action mode
+    (``sim_config.action_mode``, else ``action_mode``).
     """
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"agent spec must be a non-empty string, got {spec!r}")
     name = spec.strip()
     # Scripted names win over a folder of the same name, as in agents.registry.
-    if name not in SCRIPTED and looks_like_checkpoint(name):
+    if name not in SCRIPTED and (looks_like_checkpoint(name) or _names_a_path(name)):
         return load_checkpoint_agent(
             name, num_envs, layout, device, seed=seed, deterministic=deterministic,
+            sim_config=sim_config if sim_config is not None else SimConfig(action_mode=action_mode),
         )
     return make_plain_agent(
         name, num_envs, layout, device, seed=seed, action_mode=action_mode,
         sim_config=sim_config, deterministic=deterministic,
     )
-

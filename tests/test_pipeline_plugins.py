@@ -3,12 +3,15 @@ registry, and rewards come from the rewards registry."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
+from ckpt_damage import DAMAGE
 
 from agents import CrankAgent, PolicyAgent, RandomAgent
 from learner import ActionSpec, PPOConfig, PPOLearner
-from learner.checkpoint import save_checkpoint
+from learner.checkpoint import CheckpointError, save_checkpoint
 from pipeline.plugins import make_agent, make_reward
 from rewards import OutcomeReward, WeightedSum
 from sim import SimConfig
@@ -17,9 +20,9 @@ from sim.layout import ObsLayout
 LAYOUT = ObsLayout.from_config(SimConfig())
 
 
-def _saved_learner(directory, layout: ObsLayout = LAYOUT) -> PPOLearner:
+def _saved_learner(directory, layout: ObsLayout = LAYOUT, sim_config: SimConfig | None = None) -> PPOLearner:
     torch.manual_seed(0)
-    learner = PPOLearner(PPOConfig(hidden_sizes=(16,)), layout.size, ActionSpec.for_sim(SimConfig()),
+    learner = PPOLearner(PPOConfig(hidden_sizes=(16,)), layout.size, ActionSpec.for_sim(sim_config or SimConfig()),
                          obs_layout=layout.metadata())
     save_checkpoint(directory, learner)
     return learner
@@ -35,13 +38,51 @@ def test_policy_agent_from_a_checkpoint_folder_or_file(tmp_path):
 
 
 def test_a_checkpoint_must_exist_and_match_the_layout(tmp_path):
-    with pytest.raises(ValueError, match=r"checkpoint '.*latest\.pt' does not exist"):
+    with pytest.raises(CheckpointError, match=r"^no checkpoint in \S+ \(looked for \S+/latest\.pt and "
+                                              r"\S+/checkpoints/latest\.pt\)$"):
         make_agent(str(tmp_path), 1, LAYOUT)
-    with pytest.raises(ValueError, match=r"checkpoint '/nonexistent/policy\.pth' does not exist"):
+    with pytest.raises(ValueError, match=r"^no checkpoint at /nonexistent/policy\.pth \(no such file or directory\)$"):
         make_agent("/nonexistent/policy.pth", 1, LAYOUT)
+    # A path that names no file is a missing checkpoint, not an unknown agent name.
+    with pytest.raises(ValueError, match=r"^no checkpoint at runs/none \(no such file or directory\)$"):
+        make_agent("runs/none", 1, LAYOUT)
     _saved_learner(tmp_path)
     with pytest.raises(ValueError, match="another observation layout"):
         make_agent(str(tmp_path / "latest.pt"), 4, ObsLayout(2, 2))
+
+
+def test_a_run_directory_is_its_latest_checkpoint(tmp_path):
+    learner = _saved_learner(tmp_path / "run" / "checkpoints")
+    agent = make_agent(str(tmp_path / "run"), 2, LAYOUT, deterministic=True)
+    obs = torch.rand(2, LAYOUT.size)
+    assert torch.equal(agent.act(obs), learner.policy.act(obs, deterministic=True)[0])
+
+
+@pytest.mark.parametrize("kind", list(DAMAGE))
+def test_a_damaged_checkpoint_is_one_line_naming_it(kind, tmp_path):
+    _saved_learner(tmp_path / "good")
+    damage, message = DAMAGE[kind]
+    bad = damage(tmp_path / "good" / "latest.pt", tmp_path)
+    with pytest.raises(CheckpointError) as caught:
+        make_agent(str(bad), 2, LAYOUT, sim_config=SimConfig())
+    assert re.fullmatch(message, str(caught.value)) and str(bad) in str(caught.value)
+    assert isinstance(caught.value, ValueError)  # pipeline.parts turns it into a ConfigError
+
+
+def test_a_checkpoint_of_the_other_action_mode_is_refused_at_load_time(tmp_path):
+    continuous = SimConfig(action_mode="continuous")
+    _saved_learner(tmp_path / "cont", sim_config=continuous)
+    _saved_learner(tmp_path / "disc")
+    with pytest.raises(ValueError, match=r"^checkpoint \S+cont/latest\.pt acts in action_mode 'continuous', "
+                                         r"the simulator's action_mode is 'discrete'$"):
+        make_agent(str(tmp_path / "cont"), 2, LAYOUT, action_mode="discrete", sim_config=SimConfig())
+    with pytest.raises(ValueError, match=r"acts in action_mode 'continuous', the simulator's action_mode is 'discrete'"):
+        make_agent(str(tmp_path / "cont"), 2, LAYOUT)  # no sim_config: action_mode decides
+    with pytest.raises(ValueError, match=r"^checkpoint \S+disc/latest\.pt acts in action_mode 'discrete', "
+                                         r"the simulator's action_mode is 'continuous'$"):
+        make_agent(str(tmp_path / "disc"), 2, LAYOUT, action_mode="continuous", sim_config=continuous)
+    agent = make_agent(str(tmp_path / "cont"), 2, LAYOUT, action_mode="continuous", sim_config=continuous)
+    assert agent.act(torch.rand(2, LAYOUT.size)).dtype == torch.float32
 
 
 def test_other_specs_go_to_the_agents_registry():
