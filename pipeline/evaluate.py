@@ -16,19 +16,20 @@ derive from ``--seed`` and the batch number only, so the same command gives the 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
 import sys
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 
 from agents import BaseAgent
+from learner.checkpoint import temporary_path
 from pipeline.plugins import make_agent
-from sim import BatchedSim, SimConfig
+from sim import BatchedSim, ObsLayout, SimConfig
 from sim.kernels import END_REASONS
 
 Z95 = 1.959963984540054
@@ -144,8 +145,8 @@ def play_match(
             specs = (agent, opponent) if agent_side == 0 else (opponent, agent)
             flyers = [
                 make_agent(
-                    s, n, sim.layout, device, seed=seed * 2 + side, sim_config=sim_config,
-                    deterministic=deterministic,
+                    s, n, sim.layout, device, seed=seed * 2 + side, action_mode=sim_config.action_mode,
+                    sim_config=sim_config, deterministic=deterministic,
                 ).eval()
                 for side, s in enumerate(specs)
             ]
@@ -248,19 +249,67 @@ def format_ratings(ratings: dict[str, dict[str, float]]) -> str:
 
 
 def write_json_atomic(path: str | Path, payload: dict) -> None:
-    """Write ``payload`` as JSON: temp file in the same folder, fsync, rename."""
+    """Write ``payload`` as JSON: temp file in the same (existing) folder, fsync, rename. A
+    failed write leaves no temporary file and raises ``OSError`` naming ``path``."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    tmp = temporary_path(path)
     try:
-        with os.fdopen(fd, "w") as f:
+        with open(tmp, "w") as f:
             json.dump(payload, f, indent=2)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):  # on a read-only disk even this unlink fails
+            tmp.unlink()
+        if isinstance(exc, OSError):
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
         raise
+
+
+def check_device(spec: str) -> str:
+    """``spec`` if this machine has that device (``cpu``, ``cuda``, ``cuda:N``); a one-line
+    ``ValueError`` otherwise, before anything is built on it."""
+    try:
+        device = torch.device(spec)
+    except (RuntimeError, ValueError, TypeError):
+        raise ValueError(f"--device {spec!r} is not a device (cpu, cuda or cuda:N)") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"--device {spec}: CUDA is not available on this machine (torch {torch.__version__})")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ValueError(f"--device {spec}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    elif device.type != "cpu":
+        raise ValueError(f"--device {spec}: the simulator runs on cpu or cuda[:N] only")
+    return spec
+
+
+def check_writable(path: str | Path, flag: str = "--json") -> None:
+    """Refuse, before an evaluation that may take minutes, an output path that cannot be
+    written: a directory, a missing folder, a folder where files cannot be created."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{flag} {path} is a directory; give a file name")
+    parent = path.parent
+    if not parent.is_dir():
+        state = "is not a directory" if parent.exists() else "does not exist"
+        raise ValueError(f"{flag} {path}: the folder {parent} {state}")
+    probe = temporary_path(path)
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        probe.unlink()
+    except OSError as exc:
+        raise ValueError(f"{flag} {path}: cannot write in {parent}: "
+                         f"{(exc.strerror or str(exc)).lower()}") from None
+
+
+def check_entrants(specs: list[str], sim_config: SimConfig, device: str) -> None:
+    """Build every entrant once, before any match: an unknown name, a missing or damaged
+    checkpoint, or one of another observation layout or action mode is a one-line
+    ``ValueError`` now rather than after the matches before it were played."""
+    layout = ObsLayout.from_config(sim_config)
+    for spec in dict.fromkeys(specs):
+        make_agent(spec, 1, layout, device, action_mode=sim_config.action_mode, sim_config=sim_config)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -287,13 +336,26 @@ def main(argv: list[str] | None = None) -> dict:
 
 def _main(args: argparse.Namespace) -> dict:
     if (args.agent is None) == (args.round_robin is None):
-        raise SystemExit("give exactly one of --agent or --round-robin")
+        raise ValueError("give exactly one of --agent or --round-robin")
     if args.episodes < 1:
-        raise SystemExit(f"--episodes must be >= 1, got {args.episodes}")
+        raise ValueError(f"--episodes must be >= 1, got {args.episodes}")
+    if args.batch < 1:
+        raise ValueError(f"--batch must be >= 1, got {args.batch}")
+    device = check_device(args.device)
+    if args.json:
+        check_writable(args.json)
     sim_config = SimConfig(scenario=args.scenario)
+    if args.round_robin is not None:
+        names = _split(args.round_robin)
+        if len(set(names)) != len(names) or len(names) < 2:
+            raise ValueError(f"--round-robin needs at least 2 distinct entrants, got {names}")
+        check_entrants(names, sim_config, device)
+    else:
+        opponents = _split(args.opponents)
+        check_entrants([args.agent, *opponents], sim_config, device)
     dt = sim_config.decision_dt_s
     common = {
-        "sim_config": sim_config, "seed": args.seed, "device": args.device, "batch": args.batch,
+        "sim_config": sim_config, "seed": args.seed, "device": device, "batch": args.batch,
         "deterministic": args.deterministic,
     }
     payload: dict = {
@@ -301,9 +363,6 @@ def _main(args: argparse.Namespace) -> dict:
         "sides": "each start played twice, agent as red and as blue",
     }
     if args.round_robin is not None:
-        names = _split(args.round_robin)
-        if len(set(names)) != len(names) or len(names) < 2:
-            raise SystemExit(f"--round-robin needs at least 2 distinct entrants, got {names}")
         stats = [
             play_match(a, b, args.episodes, **common)
             for i, a in enumerate(names) for b in names[i + 1:]
@@ -314,7 +373,7 @@ def _main(args: argparse.Namespace) -> dict:
         print(format_ratings(ratings))
         payload.update(entrants=names, ratings=ratings)
     else:
-        stats = [play_match(args.agent, o, args.episodes, **common) for o in _split(args.opponents)]
+        stats = [play_match(args.agent, o, args.episodes, **common) for o in opponents]
         print(format_table(stats, dt))
         payload["agent"] = args.agent
     payload["matches"] = [s.summary(dt) for s in stats]
@@ -325,12 +384,17 @@ def _main(args: argparse.Namespace) -> dict:
 
 
 def run(argv: list[str] | None = None) -> None:
-    """Command-line entry: :func:`main`, with bad input (unknown entrants, unreadable
-    checkpoints) reported as a one-line error and exit status 1 instead of a traceback."""
+    """Command-line entry: :func:`main`, with bad input (a bad option value, an unknown
+    entrant, a missing or damaged checkpoint, an unusable device or output path) reported as
+    one line and exit status 2, and a failed write of the results as one line and status 1,
+    instead of a traceback."""
     try:
         main(argv)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except ValueError as exc:  # learner.checkpoint.CheckpointError included
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except OSError as exc:
+        print(f"error: cannot write {exc.filename}: {(exc.strerror or str(exc)).lower()}", file=sys.stderr)
         raise SystemExit(1) from None
 
 

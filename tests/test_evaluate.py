@@ -135,7 +135,7 @@ def test_command_line(tmp_path, capsys):
     assert json.loads((tmp_path / "r.json").read_text())["agent"] == "shooter"
     with pytest.raises(SystemExit) as exited:
         run(["--agent", "kamikaze", "--episodes", "2"])
-    assert exited.value.code == 1
+    assert exited.value.code == 2
     assert "error: unknown agent 'kamikaze'" in capsys.readouterr().err
 
 
