@@ -60,13 +60,15 @@ def checkpoint_name(policy_version: int) -> str:
     return f"ckpt_{policy_version:09d}.pt"
 
 
-def list_checkpoints(directory: str | Path) -> list[Path]:
-    """Versioned checkpoints in ``directory``, oldest first (``latest.pt`` excluded)."""
-    directory = Path(directory)
+def _numbered(directory: Path) -> list[tuple[int, Path]]:
     if not directory.is_dir():
         return []
-    found = [(int(m.group(1)), p) for p in directory.iterdir() if (m := _NAME_RE.match(p.name))]
-    return [p for _, p in sorted(found)]
+    return sorted((int(m.group(1)), p) for p in directory.iterdir() if (m := _NAME_RE.match(p.name)))
+
+
+def list_checkpoints(directory: str | Path) -> list[Path]:
+    """Versioned checkpoints in ``directory``, oldest first (``latest.pt`` excluded)."""
+    return [p for _, p in _numbered(Path(directory))]
 
 
 def resolve_checkpoint_path(path: str | Path) -> Path:
@@ -104,8 +106,8 @@ def _pid_alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except (PermissionError, OverflowError, OSError):
-        return True  # another user's live process, or a name that is not ours to judge
+    except (OSError, OverflowError):  # another user's live process, or no pid of this system
+        pass
     return True
 
 
@@ -161,19 +163,22 @@ def _os_error_in(exc: BaseException) -> OSError | None:
     return None
 
 
+def _free_bytes(directory: Path) -> int:
+    try:
+        return shutil.disk_usage(directory).free
+    except OSError:
+        return 1 << 62
+
+
 def _write_failure(exc: BaseException, path: Path, last_good: Path | None, when: str) -> CheckpointError | None:
     """``exc``, raised writing ``path``, as one line, or None when it is no I/O failure."""
     os_error = _os_error_in(exc)
-    try:
-        full = shutil.disk_usage(path.parent).free < _DISK_FULL_BYTES
-    except OSError:
-        full = False
-    if (os_error is not None and os_error.errno in (errno.ENOSPC, errno.EDQUOT)) or (os_error is None and full):
-        what = "no space left on device" if os_error is None or os_error.errno == errno.ENOSPC else "disk quota exceeded"
-    elif os_error is not None:
+    if os_error is not None:
         what = (os_error.strerror or str(os_error)).lower()
+    elif isinstance(exc, RuntimeError) and _free_bytes(path.parent) < _DISK_FULL_BYTES:
+        what = os.strerror(errno.ENOSPC).lower()  # torch's writer lost the errno on the way
     else:
-        return None
+        return None  # no I/O failure (say, an object that cannot be saved): raised as it is
     note = f"the last good checkpoint is {last_good}" if last_good else "no earlier checkpoint exists"
     return CheckpointError(f"{what} while {when} {path} ({note})")
 
@@ -346,7 +351,7 @@ def _prune(directory: Path, version: int, keep_last: int) -> None:
     """Delete versioned checkpoints below ``version`` beyond the newest ``keep_last - 1`` of
     them. Only lower versions: a folder may hold an earlier run's higher ones, and sorting
     everything by version would delete the checkpoint just written."""
-    lower = [p for p in list_checkpoints(directory) if int(_NAME_RE.match(p.name).group(1)) < version]  # type: ignore[union-attr]
+    lower = [p for v, p in _numbered(directory) if v < version]
     for old in lower[:max(len(lower) - (keep_last - 1), 0)]:
         old.unlink(missing_ok=True)
 
