@@ -3,8 +3,10 @@
 ``python -m pipeline.evaluate --agent A --opponents straight,pursuit,shooter,crank --episodes 1000``
 plays ``A`` against each opponent and prints win / draw / loss rates with Wilson 95% intervals
 and the mean episode length; ``--round-robin A,B,C`` plays every pair and rates all entrants by a
-maximum-likelihood Bradley–Terry (Elo) fit. An entrant is a scripted name, a checkpoint path or
-an import path ``package.module:ClassName`` (see :func:`pipeline.plugins.make_agent`).
+maximum-likelihood Bradley–Terry (Elo) fit. An entrant is a scripted name, a checkpoint (file,
+checkpoints folder or run directory) or an import path ``package.module:ClassName`` (see
+:func:`pipeline.plugins.make_agent`). Bad input (an unusable entrant, device or ``--json`` path)
+is found before the first match and reported as one line, exit status 2.
 
 Fairness and determinism: a match of ``E`` episodes draws ``ceil(E / 2)`` starts from the
 seeded scenario generator and plays each start twice, once with the agent as red and once as
@@ -321,10 +323,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--episodes", type=int, default=1000, help="episodes per match (rounded up to even)")
     p.add_argument("--scenario", choices=("random", "head_on"), default="random")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     p.add_argument("--batch", type=int, default=1024, help="environments per simulator batch")
     p.add_argument("--deterministic", action="store_true", help="policies take their most likely action")
-    p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    p.add_argument("--json", metavar="PATH", help="also write the results as JSON (into an existing folder)")
     return p
 
 
