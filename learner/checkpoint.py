@@ -51,8 +51,9 @@ class CheckpointError(ValueError):
     input (exit status 2)."""
 
 
-class NonFiniteStateError(ValueError):
-    """The learner holds NaN or inf; saving it would replace a good checkpoint by a broken one."""
+class NonFiniteStateError(CheckpointError):
+    """The learner holds NaN or inf; saving it would replace a good checkpoint by a broken one.
+    A :class:`CheckpointError` (so a ``ValueError``): whoever reports a failed save reports it."""
 
 
 def checkpoint_name(policy_version: int) -> str:

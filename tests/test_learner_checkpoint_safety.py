@@ -99,6 +99,7 @@ def test_a_non_finite_learner_is_not_saved_and_nothing_changes(where, kind, tmp_
     with pytest.raises(NonFiniteStateError) as caught:
         save_checkpoint(tmp_path, learner)
     assert str(caught.value) == f"refusing to save a non-finite checkpoint: {expected}"
+    assert isinstance(caught.value, CheckpointError) and isinstance(caught.value, ValueError)
     assert _snapshot(tmp_path) == before  # nothing written, nothing pruned, latest.pt as it was
     assert load_policy(tmp_path).policy_version == 1
 
