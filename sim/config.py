@@ -14,6 +14,16 @@ from typing import Any
 G = 9.8
 """Standard gravity used by the model, m/s²."""
 
+MAX_DECISION_S = 10.0
+"""Longest sim time one decision step may cover (``dt_s · substeps · time_scale``).
+
+A decision is only worth taking if it is short next to what it decides about: a missile's
+motor burns for 10 s, in which the missile flies some 10 km, and a fighter at full rudder
+turns half a circle in about 12 s, so a longer decision could not dodge or time a shot. It
+also bounds the work of one decision (100 physics steps at the default dt): without it,
+``time_scale = 1e9`` would be accepted and one decision step would never end.
+"""
+
 
 @dataclass(frozen=True)
 class AeroParams:
@@ -72,9 +82,10 @@ class SimConfig:
     """Physics steps per decision step at ``time_scale = 1``."""
     time_scale: float = 1.0
     """Sim time per decision relative to the default; adds substeps (``substeps · time_scale``
-    must be a whole number)."""
+    must be a whole number, and a decision step covers at most :data:`MAX_DECISION_S`)."""
     max_time_s: float = 300.0
-    """Episode time limit: reaching it truncates (a draw, not a termination)."""
+    """Episode time limit: reaching it truncates (a draw, not a termination). At least one
+    decision step."""
 
     missiles_per_fighter: int = 6
     """Missiles carried by each fighter; also the number of missile slots per side."""
@@ -157,6 +168,19 @@ class SimConfig:
             raise ValueError(
                 f"time_scale must make substeps * time_scale a whole number >= 1, "
                 f"got substeps={self.substeps}, time_scale={self.time_scale}"
+            )
+        decision_s = self.dt_s * total
+        if decision_s > MAX_DECISION_S + 1e-9:
+            raise ValueError(
+                f"a decision step of {decision_s:g} s of sim time (dt_s={self.dt_s} x "
+                f"substeps={self.substeps} x time_scale={self.time_scale}) is longer than the "
+                f"{MAX_DECISION_S:g} s allowed: lower time_scale (at most "
+                f"{MAX_DECISION_S / (self.dt_s * self.substeps):g} here), substeps or dt_s"
+            )
+        if decision_s > self.max_time_s + 1e-9:
+            raise ValueError(
+                f"max_time_s={self.max_time_s} is shorter than one decision step ({decision_s:g} s "
+                "= dt_s x substeps x time_scale): an episode must last at least one decision"
             )
         for name in ("spawn_separation_m", "spawn_speed_mps"):
             lo_hi = getattr(self, name)

@@ -29,6 +29,31 @@ def test_bad_config_value_names_the_field(field: str, value: object) -> None:
         SimConfig(**{field: value})
 
 
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        # --time-scale 1e9 used to be accepted: one decision step of 5e8 s never ended.
+        ({"time_scale": 1e9}, r"decision step of 5e\+08 s .*time_scale=1000000000\.0\) is longer than "
+                              r"the 10 s allowed: lower time_scale \(at most 20 here\)"),
+        ({"time_scale": 21.0}, r"decision step of 10\.5 s"),
+        ({"substeps": 101}, r"decision step of 10\.1 s .*substeps=101"),
+        ({"dt_s": 0.5, "substeps": 1, "time_scale": 21.0}, r"lower time_scale \(at most 20 here\)"),
+        ({"max_time_s": 0.4}, r"max_time_s=0\.4 is shorter than one decision step \(0\.5 s"),
+        ({"time_scale": 4.0, "max_time_s": 1.5}, r"max_time_s=1\.5 is shorter than one decision step \(2 s"),
+    ],
+)
+def test_decision_step_is_bounded_by_ten_seconds_and_by_the_episode(overrides, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        SimConfig(**overrides)
+
+
+def test_decision_step_bounds_admit_their_limits() -> None:
+    assert SimConfig(time_scale=20.0).decision_dt_s == pytest.approx(10.0)
+    assert SimConfig(dt_s=1 / 60, substeps=600).physics_steps_per_decision == 600
+    assert SimConfig(max_time_s=0.5).max_decisions == 1
+    assert SimConfig(time_scale=4.0, max_time_s=2.0).max_decisions == 1
+
+
 def test_unknown_config_key_is_named() -> None:
     with pytest.raises(ValueError, match="substep_count"):
         SimConfig.from_dict({"substep_count": 3})
