@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from sim.actions import ACTION_COMPONENTS, DISCRETE_NVEC
 from sim.device import canonical_device
 
 ACTION_MODES = ("discrete", "continuous")
@@ -31,14 +32,66 @@ def _check_action_mode(action_mode: str) -> str:
     return action_mode
 
 
+def check_agent_actions(
+    actions: torch.Tensor, num_envs: int, action_mode: str, who: str
+) -> torch.Tensor:
+    """Check an agent's output where it enters the pipeline; returns a 0-dim bool tensor on
+    the actions' device, True when some value is out of range.
+
+    The type, shape and dtype are metadata: a wrong one raises ``ValueError`` naming ``who``
+    (e.g. ``"opponent 'mypkg.mod:Foo'"``) at once. Left unchecked, a ``[1, 3]`` output would be
+    broadcast to every environment and float indices silently truncated. Values are data: they
+    are checked on the device without a host read (nothing here waits for the device), and
+    the caller ORs the result into a flag it reads at a chunk boundary.
+
+    Out of range means: in ``"discrete"`` mode an index outside ``[0, n)`` for its component's
+    ``n`` in :data:`sim.actions.DISCRETE_NVEC`; in ``"continuous"`` mode a NaN or an infinity.
+    Finite continuous values outside the bounds are valid: the simulator clips them to rudder
+    [−1, 1] and throttle [0, 1] by its rules, and a Gaussian policy's samples rely on it.
+    """
+    _check_action_mode(action_mode)
+    if not isinstance(actions, torch.Tensor):
+        raise ValueError(f"{who} returned {type(actions).__name__} actions, not a torch.Tensor")
+    if tuple(actions.shape) != (num_envs, len(DISCRETE_NVEC)):
+        raise ValueError(
+            f"{who} returned actions of shape {tuple(actions.shape)}, expected ({num_envs}, "
+            f"{len(DISCRETE_NVEC)}): one ({', '.join(ACTION_COMPONENTS)}) row per environment"
+        )
+    if action_mode == "discrete":
+        if actions.dtype != torch.int64:
+            raise ValueError(
+                f"{who} returned {actions.dtype} actions; discrete actions are int64 indices"
+            )
+        # Reductions compared with Python numbers: no index tensor copied to the device, so
+        # this also runs inside a captured CUDA graph.
+        bad = actions.amin() < 0
+        for i, n in enumerate(DISCRETE_NVEC):
+            bad = bad | (actions[:, i].amax() >= n)
+        return bad
+    if not actions.is_floating_point():
+        raise ValueError(
+            f"{who} returned {actions.dtype} actions; continuous actions are floating point"
+        )
+    return ~torch.isfinite(actions).all()
+
+
+def bad_actions_message(who: str, action_mode: str) -> str:
+    """The error for a True :func:`check_agent_actions` flag, read at a chunk boundary."""
+    if _check_action_mode(action_mode) == "discrete":
+        limits = ", ".join(f"{c} in 0..{n - 1}" for c, n in zip(ACTION_COMPONENTS, DISCRETE_NVEC, strict=True))
+        return f"{who} returned discrete actions out of range (indices must be {limits})"
+    return f"{who} returned non-finite continuous actions (NaN or infinity)"
+
+
 class BaseAgent:
     """Flies one side of ``num_envs`` duels at once.
 
     Subclasses implement :meth:`act`; agents with per-environment memory override
     :meth:`reset`, and agents holding tensors override :meth:`to`. Actions are int64
     ``[N, 3]`` indices (rudder 0..2 → −1, 0, +1; throttle 0..2 → 0, 0.5, 1; fire 0..1) in
-    ``"discrete"`` mode, float ``[N, 3]`` values (rudder, throttle, fire > 0.5) in
-    ``"continuous"`` mode.
+    ``"discrete"`` mode, finite float ``[N, 3]`` values (rudder, throttle, fire > 0.5; the
+    simulator clips rudder to [−1, 1] and throttle to [0, 1]) in ``"continuous"`` mode.
+    :func:`check_agent_actions` holds every agent to this where its actions are used.
     """
 
     def __init__(self, num_envs: int, device: torch.device | str = "cpu", action_mode: str = "discrete"):

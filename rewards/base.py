@@ -8,6 +8,7 @@ side. The environment's own reward is only the outcome; everything else is a plu
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import TypedDict, cast
 
@@ -71,6 +72,37 @@ def check_inputs(
     return n
 
 
+def check_reward_output(reward: torch.Tensor, num_envs: int, who: str) -> torch.Tensor:
+    """Check a reward plug-in's output where it enters the pipeline; returns a 0-dim bool
+    tensor on the reward's device, True when some value is NaN or infinite.
+
+    The type, shape and dtype are metadata: anything but a floating-point ``[num_envs]`` tensor
+    raises ``ValueError`` naming ``who`` at once (a 0-dim reward would otherwise be broadcast to
+    every environment, an integer one silently converted). Values are data: they are checked
+    on the device without a host read, and the caller ORs the result into a flag it reads at a
+    chunk boundary.
+    """
+    _check_reward_metadata(reward, num_envs, who)
+    return ~torch.isfinite(reward).all()
+
+
+def _check_reward_metadata(reward: torch.Tensor, num_envs: int, who: str) -> None:
+    if not isinstance(reward, torch.Tensor):
+        raise ValueError(f"{who} returned {type(reward).__name__}, not a torch.Tensor")
+    if tuple(reward.shape) != (num_envs,):
+        raise ValueError(
+            f"{who} returned a reward of shape {tuple(reward.shape)}, expected ({num_envs},): "
+            "one value per environment"
+        )
+    if not reward.is_floating_point():
+        raise ValueError(f"{who} returned a {reward.dtype} reward; rewards are floating point")
+
+
+def bad_reward_message(who: str) -> str:
+    """The error for a True :func:`check_reward_output` flag, read at a chunk boundary."""
+    return f"{who} returned non-finite rewards (NaN or infinity)"
+
+
 class BaseReward:
     """Computes a per-environment reward ``[N]`` for one decision step of the learning side.
 
@@ -107,7 +139,12 @@ class BaseReward:
 
 
 class WeightedSum(BaseReward):
-    """``Σ_k w_k · r_k`` over reward terms, e.g. ``WeightedSum([(1.0, Outcome()), (0.5, Shaped())])``."""
+    """``Σ_k w_k · r_k`` over reward terms, e.g. ``WeightedSum([(1.0, Outcome()), (0.5, Shaped())])``.
+
+    Weights must be finite. Every term's output must be a floating-point ``[N]`` tensor (checked
+    as it is computed, so a wrong term is named instead of being broadcast into the sum); a
+    non-finite value in any term makes the sum non-finite, which the caller's check sees.
+    """
 
     def __init__(self, terms: Sequence[tuple[float, BaseReward]], device: torch.device | str = "cpu"):
         super().__init__(device)
@@ -120,6 +157,8 @@ class WeightedSum(BaseReward):
             weight, reward = term
             if isinstance(weight, bool) or not isinstance(weight, (int, float)):
                 raise ValueError(f"term {i} weight must be a number, got {weight!r}")
+            if not math.isfinite(weight):
+                raise ValueError(f"term {i} weight must be finite, got {weight!r}")
             if not isinstance(reward, BaseReward):
                 raise ValueError(f"term {i} must hold a BaseReward, got {type(reward).__name__}")
             checked.append((float(weight), reward.to(self.device)))
@@ -127,11 +166,14 @@ class WeightedSum(BaseReward):
 
     def compute(self, obs_before, obs_after, action, done, info) -> torch.Tensor:
         """The weighted sum of every term's reward."""
-        # The constructor refuses an empty list, so there is always a first term.
-        (w0, first), *rest = self.terms
-        total = w0 * first.compute(obs_before, obs_after, action, done, info)
-        for weight, reward in rest:
-            total = total + weight * reward.compute(obs_before, obs_after, action, done, info)
+        n = obs_before.shape[0]
+        total: torch.Tensor | None = None
+        # The constructor refuses an empty list, so the loop runs at least once.
+        for i, (weight, reward) in enumerate(self.terms):
+            term = reward.compute(obs_before, obs_after, action, done, info)
+            _check_reward_metadata(term, n, f"reward term {i} ({type(reward).__name__})")
+            total = weight * term if total is None else total + weight * term
+        assert total is not None
         return total
 
     def reset(self, env_mask: torch.Tensor | None = None) -> None:

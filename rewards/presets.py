@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -48,8 +49,10 @@ class ShapedConfig:
     def __post_init__(self) -> None:
         for name in ("outcome_weight", "aim_weight", "closing_weight", "launch_cost"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ValueError(f"ShapedConfig.{name} must be a number, got {value!r}")
+            if not math.isfinite(value):
+                raise ValueError(f"ShapedConfig.{name} must be finite, got {value!r}")
 
 
 class ShapedReward(BaseReward):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -67,6 +68,10 @@ def make_reward(spec: str, device: torch.device | str = "cpu", layout: ObsLayout
                 w = float(weight)
             except ValueError:
                 raise ValueError(f"reward term {part!r}: weight {weight!r} is not a number") from None
+            # float() also reads 'nan' and 'inf': such a weight would make every reward
+            # non-finite, which is a config error, not a training result.
+            if not math.isfinite(w):
+                raise ValueError(f"reward term {part!r}: weight {weight.strip()!r} is not finite")
             name = name.strip()
         else:
             w, name = 1.0, part

@@ -92,6 +92,11 @@ def test_bad_specs_and_inputs_are_refused():
         make_reward("fancy")
     with pytest.raises(ValueError, match="weight 'x' is not a number"):
         make_reward("x*outcome")
+    # float() reads these too: every reward would be NaN or infinite, so the spec is refused.
+    for spec, weight in (("nan*shaped", "nan"), ("outcome+inf*shaped", "inf"), ("-inf*outcome", "-inf"),
+                         ("1e999*zero", "1e999"), ("NaN * outcome", "NaN")):
+        with pytest.raises(ValueError, match=f"weight '{weight}' is not finite"):
+            make_reward(spec)
     with pytest.raises(ValueError, match="has an empty term"):
         make_reward("outcome+")
     with pytest.raises(ValueError, match="cannot import module"):
@@ -110,6 +115,8 @@ def test_bad_specs_and_inputs_are_refused():
         OutcomeReward().compute(obs_before, obs_after, action, done, info)
     with pytest.raises(ValueError, match=r"ShapedConfig\.aim_weight must be a number"):
         ShapedConfig(aim_weight="big")
+    with pytest.raises(ValueError, match=r"ShapedConfig\.launch_cost must be finite, got inf"):
+        ShapedConfig(launch_cost=float("inf"))
 
 
 @pytest.mark.parametrize("learner, opponent", [("random", "pursuit"), ("shooter", "crank"), ("pursuit", "straight")])
