@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import torch
 
 from sim.actions import ActionChecker, check_action_tensor
 from sim.config import SimConfig
-from sim.device import canonical_device
+from sim.device import canonical_device, peak_bytes, require_memory
 from sim.kernels import DecisionAccumulators, finish_decision, substep_events, substep_move
 from sim.layout import ObsLayout
 from sim.observe import build_obs, observe_into
@@ -73,6 +74,10 @@ class BatchedSim:
         self.num_envs = num_envs
         self.config = config
         self.device = canonical_device(device)
+        # Refuse a batch that cannot fit before allocating any of it. Meta holds no data, and
+        # the small sims that measure the estimate need no check.
+        if self.device.type != "meta" and not _measuring.get():
+            require_memory(self.estimate_bytes(num_envs, config), self.device, f"BatchedSim({num_envs} envs)")
         self.layout = ObsLayout.from_config(config)
         self.obs_dim = self.layout.size
         self.dtype = getattr(torch, config.dtype)
@@ -120,6 +125,27 @@ class BatchedSim:
             self._observe_into = torch.compile(
                 functools.partial(observe_into, fused=True), dynamic=False, fullgraph=True
             )
+
+    # ------------------------------------------------------------------ memory
+
+    @classmethod
+    def estimate_bytes(cls, num_envs: int, config: SimConfig | None = None) -> int:
+        """Peak bytes a ``BatchedSim(num_envs, config)`` allocates on its device: the state,
+        accumulator and observation buffers it holds, plus the temporaries of a reset and of a
+        step (in eager mode about twice the buffers again; compiled steps need fewer).
+
+        Measured, not written down, so a buffer added to the sim is counted without a change
+        here: once per config, a small sim is built, reset and stepped through the end of every
+        episode under :func:`sim.device.peak_bytes`, in both forms (sync-free and not); every
+        allocation is a fixed size per environment, so the larger peak divided by the batch
+        size, rounded up, is the cost of one environment.
+        """
+        if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+            raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
+        config = SimConfig() if config is None else config
+        if not isinstance(config, SimConfig):
+            raise ValueError(f"config must be a SimConfig, got {type(config).__name__}")
+        return _bytes_per_env(config) * num_envs
 
     # ------------------------------------------------------------------ episodes
 
@@ -243,3 +269,39 @@ class BatchedSim:
     @property
     def physics_steps_per_decision(self) -> int:
         return self.config.physics_steps_per_decision
+
+
+_measuring: ContextVar[bool] = ContextVar("sim_batched_measuring", default=False)
+"""Set while :func:`_bytes_per_env` builds its measurement sims."""
+
+MEASURED_ENVS = 256
+"""Batch size of the measurement behind :meth:`BatchedSim.estimate_bytes` (large enough that
+the few bytes not proportional to the batch round away)."""
+
+
+def _bytes_per_env(config: SimConfig) -> int:
+    """Peak bytes per environment of building, resetting and stepping a small CPU sim whose
+    every episode ends in the step (the data-dependent form then resets and observes them all:
+    its worst case)."""
+    # A physics step's temporaries are freed before the next one starts, so one physics step
+    # per decision has the same peak as many; and an episode one decision long ends in the
+    # step. Configs differing only in those fields share one measurement.
+    return _measure_bytes_per_env(config.replace(substeps=1, time_scale=1.0, max_time_s=config.dt_s))
+
+
+@functools.lru_cache(maxsize=32)
+def _measure_bytes_per_env(config: SimConfig) -> int:
+    n = MEASURED_ENVS
+    dtype = torch.int64 if config.action_mode == "discrete" else getattr(torch, config.dtype)
+
+    def run(sync_free: bool) -> None:
+        sim = BatchedSim(n, config, device="cpu", sync_free=sync_free)
+        sim.reset()
+        sim.step(torch.zeros(n, 2, 3, dtype=dtype, device="cpu"))
+
+    token = _measuring.set(True)
+    try:
+        peak = max(peak_bytes(functools.partial(run, sync_free), device_type="cpu") for sync_free in (False, True))
+    finally:
+        _measuring.reset(token)
+    return -(-peak // n)
