@@ -161,6 +161,9 @@ class MidrangeVectorEnv(VectorEnv):
             raise ValueError(f"actions must have shape ({self.num_envs}, 3), got {arr.shape}")
         dev = self._sim.device
         if self.config.action_mode == "discrete":
+            # As in the single env: float indices are refused, not truncated by astype.
+            if not np.issubdtype(arr.dtype, np.integer):
+                raise ValueError(f"discrete actions must be integers, got dtype {arr.dtype}")
             red = torch.as_tensor(arr.astype(np.int64), device=dev)
         else:
             red = torch.as_tensor(arr, device=dev).to(self._sim.dtype)

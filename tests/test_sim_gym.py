@@ -58,6 +58,24 @@ def test_bad_action_is_rejected() -> None:
         env.step(np.array([5, 1, 0]))
 
 
+def test_vector_env_refuses_what_the_single_env_refuses() -> None:
+    env = MidrangeVectorEnv(3)
+    env.reset(seed=0)
+    # Float indices were truncated by astype (1.9 flew as 1); the single env refuses them.
+    with pytest.raises(ValueError, match="discrete actions must be integers, got dtype float64"):
+        env.step(np.full((3, 3), 1.9))
+    with pytest.raises(ValueError, match="integers, got dtype bool"):
+        env.step(np.ones((3, 3), dtype=bool))
+    with pytest.raises(ValueError, match=r"shape \(3, 3\)"):
+        env.step(np.ones((2, 3), dtype=np.int64))
+    with pytest.raises(ValueError, match="out of range"):
+        env.step(np.array([[5, 1, 0]] * 3))
+    env.step(np.ones((3, 3), dtype=np.int32))  # any integer dtype is fine
+    cont = MidrangeVectorEnv(3, action_mode="continuous")
+    cont.reset(seed=0)
+    cont.step(np.full((3, 3), 0.25))  # floats are the continuous interface
+
+
 def test_vector_env_same_step_autoreset_and_random_steps() -> None:
     env = MidrangeVectorEnv(16, max_time_s=15.0)
     assert env.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
