@@ -132,7 +132,7 @@ def format_bytes(n: int) -> str:
 
 def require_memory(needed_bytes: int, device: str | torch.device, what: str) -> None:
     """Raise ``ValueError`` when ``needed_bytes`` exceed :func:`available_memory_bytes`, e.g.
-    ``"BatchedSim(1000000000 envs) needs about 5.5 TiB, but cpu has 20 GiB available"``.
+    ``"BatchedSim(1000000000 envs) needs about 4.7 TiB, but cpu has 22 GiB available"``.
 
     ``what`` names the thing that would have been allocated.
     """
