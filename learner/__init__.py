@@ -4,7 +4,7 @@ parallel. Usable on its own in a plain synchronous loop (see :mod:`learner.gym_l
 from learner.batch import RolloutBatch
 from learner.config import PPOConfig
 from learner.network import ActorCritic
-from learner.ppo import PPOLearner
+from learner.ppo import NonFiniteError, PPOLearner
 from learner.spaces import ActionSpec
 
-__all__ = ["ActionSpec", "ActorCritic", "PPOConfig", "PPOLearner", "RolloutBatch"]
+__all__ = ["ActionSpec", "ActorCritic", "NonFiniteError", "PPOConfig", "PPOLearner", "RolloutBatch"]

@@ -10,6 +10,7 @@ buffer) are allocated once per batch shape and reused.
 from __future__ import annotations
 
 import contextlib
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +43,10 @@ class _Workspace:
     mb_values: Tensor
     stat_sum: Tensor
     epoch_kl: Tensor
+
+
+class NonFiniteError(RuntimeError):
+    """An update met or produced NaN/inf (rewards, values, losses, gradients or weights)."""
 
 
 def _make_optimizer(params: list[torch.nn.Parameter], config: PPOConfig) -> torch.optim.Adam:
@@ -140,7 +145,9 @@ class PPOLearner:
         log_ratio = new_log_probs.float() - old_log_probs
         ratio = log_ratio.exp()
         if cfg.normalize_advantages:
-            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+            # The std of one sample is undefined (NaN): a 1-sample minibatch is only centred.
+            std = advantages.std() if advantages.numel() > 1 else torch.zeros_like(advantages[0])
+            advantages = (advantages - advantages.mean()) / (std + 1e-8)
         pg_loss = torch.maximum(-advantages * ratio,
                                 -advantages * ratio.clamp(1.0 - cfg.clip_coef, 1.0 + cfg.clip_coef)).mean()
         new_values = new_values.float()
@@ -264,10 +271,25 @@ class PPOLearner:
             lag = (self.policy_version - 1 - batch.policy_versions).float()
             tail = torch.stack([explained, lag.mean(), lag.max(), values.mean(), ws.returns.mean(),
                                 ws.advantages.std()])
-            summary = torch.cat([ws.stat_sum / (epochs_run * cfg.num_minibatches), tail]).tolist()
+            # Read back with the statistics (no extra sync): are the batch and weights finite?
+            finite = torch.stack([batch.rewards.isfinite().all(), batch.values.isfinite().all(),
+                                  batch.obs.isfinite().all(),
+                                  torch.stack([p.isfinite().all() for p in self._params]).all()])
+            summary = torch.cat([ws.stat_sum / (epochs_run * cfg.num_minibatches), tail,
+                                 finite.float()]).tolist()
+        checks = dict(zip(("rewards of the batch", "behaviour values of the batch",
+                           "observations of the batch", "weights after the update"),
+                          summary[-4:], strict=True))
+        summary = summary[:-4]
         out = dict(zip(_STAT_NAMES, summary[:len(_STAT_NAMES)], strict=True))
         out.update(zip(("explained_variance", "policy_lag_mean", "policy_lag_max", "value_mean",
                         "return_mean", "advantage_std"), summary[len(_STAT_NAMES):], strict=True))
         out.update(learning_rate=lr, epochs=float(epochs_run), samples=float(n),
                    policy_version=float(self.policy_version))
+        bad = [name for name, ok in checks.items() if ok != 1.0]
+        bad += [name for name in ("loss_policy", "loss_value", "entropy", "grad_norm")
+                if not math.isfinite(out[name])]
+        if bad:
+            raise NonFiniteError(f"PPO update {self.policy_version}: non-finite {', '.join(bad)}; "
+                                 "these weights are not published")
         return out
