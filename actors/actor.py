@@ -23,10 +23,22 @@ from torch import Tensor
 
 from actors.cuda_graph import CapturedStep
 from actors.stats import EpisodeStats
-from agents.base import seeded_generator
+from agents.base import check_agent_actions, seeded_generator
 from core.schema import Rollout, RolloutSpec
 from monitoring import span
+from rewards.base import check_reward_output
 from sim import BatchedSim, SimConfig, StepResult, canonical_device
+
+
+class ContractViolation(RuntimeError):
+    """Found at a chunk boundary: a plug-in's output broke its contract (actions out of range,
+    a non-finite reward) or the policy's outputs went non-finite. Restarting the actor would
+    meet it again, so the run stops."""
+
+
+VIOLATIONS = ("opponent actions out of range or non-finite", "non-finite rewards",
+              "non-finite policy outputs (log-probs or values)")
+"""What the actor's sticky flags record, in order."""
 
 
 class Policy(Protocol):
@@ -158,11 +170,14 @@ class SimActor:
             self.num_envs = num_envs
             self.obs_dim = self.sim.obs_dim
             self._obs = self.sim.reset().clone()
+            self.action_mode = sim_config.action_mode
             action_dtype = torch.int64 if sim_config.action_mode == "discrete" else torch.float32
             self.spec = RolloutSpec(rollout_len, num_envs, self.obs_dim, 3, action_dtype=action_dtype)
             """The chunks this actor writes (slots it is handed must have this spec)."""
             self._actions = torch.zeros(num_envs, 2, 3, dtype=action_dtype, device=self.device)
             self._bootstrap = torch.zeros(num_envs, device=self.device)
+            self._violations = torch.zeros(len(VIOLATIONS), dtype=torch.bool, device=self.device)
+            """Sticky flags (see :data:`VIOLATIONS`), set on the device, read at chunk ends."""
             self.stats = EpisodeStats(num_envs, rollout_len, learning_side, self.device)
         self._graph: CapturedStep | None = None
         self.graph_error = ""
@@ -223,8 +238,14 @@ class SimActor:
         side = self.side
         own = self._obs[:, side]
         actions, log_probs, values = self.policy.act(own, generator=self.rng)
+        opponent_actions = self.opponent.act(self._obs[:, 1 - side])
+        try:
+            bad_opponent = check_agent_actions(opponent_actions, self.num_envs, self.action_mode,
+                                               f"opponent {type(self.opponent).__name__}")
+        except ValueError as exc:
+            raise ContractViolation(str(exc)) from None
         self._actions[:, side].copy_(actions)
-        self._actions[:, 1 - side].copy_(self.opponent.act(self._obs[:, 1 - side]))
+        self._actions[:, 1 - side].copy_(opponent_actions)
         out = self.sim.step(self._actions)
         final_own = out.final_obs[:, side]
         info = {
@@ -237,6 +258,12 @@ class SimActor:
             "hits": out.hits[:, side],
         }
         reward = self.reward.compute(own, final_own, actions, out.done, info)
+        try:
+            bad_reward = check_reward_output(reward, self.num_envs, f"reward {type(self.reward).__name__}")
+        except ValueError as exc:
+            raise ContractViolation(str(exc)) from None
+        bad_policy = ~(log_probs.isfinite().all() & values.isfinite().all())
+        self._violations |= torch.stack([bad_opponent, bad_reward, bad_policy])
         if self.sync_free or bool(out.truncated.any()):
             boot = self.policy.get_value(final_own)
             self._bootstrap.copy_(torch.where(out.truncated, boot, 0.0))
@@ -308,5 +335,10 @@ class SimActor:
         return self._staging
 
     def check_errors(self) -> None:
-        """Raise a deferred sim error (bad actions); one host read, at chunk boundaries."""
+        """Raise a deferred error at a chunk boundary (one host read each): bad actions given
+        to the sim, or a :class:`ContractViolation` of the plug-ins or the policy."""
         self.sim.check_errors()
+        if bool(self._violations.any()):
+            found = [what for what, bad in zip(VIOLATIONS, self._violations.tolist(), strict=True) if bad]
+            raise ContractViolation(f"actor {self.actor_id}, chunk {self.chunks_written - 1}: "
+                                    + "; ".join(found))

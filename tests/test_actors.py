@@ -194,7 +194,7 @@ def test_accelerator_chunk_reads_no_device_data(action_mode, opponent):
     reward = ("zero", "outcome", "shaped")[ALL_OPPONENTS.index(opponent) % 3]
     policy = ActorCritic(layout.size, ActionSpec.for_sim(cfg), hidden_sizes=(16,)).to("meta")
     actor = SimActor(
-        0, cfg, 8, 3, policy, make_agent(opponent, 8, layout, "meta", sim_config=cfg),
+        0, cfg, 8, 3, policy, make_agent(opponent, 8, layout, "meta", sim_config=cfg, action_mode=action_mode),
         make_reward(reward, "meta", layout=layout), device="meta", seed=5,
     )
     assert actor.sync_free and actor.sim.sync_free
