@@ -14,6 +14,7 @@ from typing import Any
 
 from pipeline.config import DISPLAYS, RING_PLACEMENTS, ConfigError
 from pipeline.config_file import apply_override, load_toml, parse_value
+from pipeline.rundir import run_dir_of
 
 # flag dest -> config key
 FLAG_KEYS: dict[str, str] = {
@@ -69,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reward", help="reward: zero, outcome, shaped or package.module:Class")
     p.add_argument("--seed", type=int, help="random seed (default 0)")
     p.add_argument("--run-dir", help="run directory (default runs/<UTC timestamp>)")
-    p.add_argument("--resume", help="checkpoint file or run directory to resume from")
+    p.add_argument("--resume", help="checkpoint file or run directory to resume from (a run "
+                   "directory is continued in place with its config.toml; flags still override)")
     p.add_argument("--max-policy-lag", type=int, help="drop chunks more than this many versions old")
     p.add_argument("--metrics-addr", help="Prometheus exporter address (default 127.0.0.1)")
     p.add_argument("--metrics-port", type=int,
@@ -90,6 +92,11 @@ def parse_config(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Parse flags into config data (``pipeline.config.resolve`` makes the typed tree of it)."""
     args = build_parser().parse_args(argv)
     data: dict[str, Any] = load_toml(args.config) if args.config else {}
+    resumed_run = run_dir_of(args.resume) if args.resume else None
+    if resumed_run is not None and not args.config:
+        # --resume RUN continues that run: its config, in its directory, unless told otherwise.
+        data = load_toml(resumed_run / "config.toml")
+        data.setdefault("run", {})["run_dir"] = str(resumed_run)
     for item in args.overrides:
         key, sep, value = item.partition("=")
         if not sep:

@@ -44,7 +44,7 @@ class RunConfig:
     device: str = "auto"
     """``auto`` (CUDA when present, else CPU), ``cpu``, ``cuda`` or ``cuda:N``."""
     seed: int = 0
-    """Seeds the sim scenarios, the policy initialisation and action sampling."""
+    """Seeds the sim scenarios, the policy initialisation and action sampling (0 ≤ seed < 2³²)."""
     total_steps: int = 600_000
     """Agent-steps (decisions of the learning fighter) to train for; by device when left out
     (600k on a CPU, 2G on CUDA)."""
@@ -313,6 +313,8 @@ def validate(config: PipelineConfig) -> None:
         raise ConfigError(f"run.device must be auto, cpu, cuda or cuda:N, got {dev!r}")
     if run.total_steps < 1:
         raise ConfigError(f"run.total_steps must be >= 1, got {run.total_steps}")
+    if not 0 <= run.seed < 2**32:
+        raise ConfigError(f"run.seed must be in [0, 2**32), got {run.seed}")
     if run.display not in DISPLAYS:
         raise ConfigError(f"run.display must be one of {', '.join(DISPLAYS)}, got {run.display!r}")
     for name in ("log_interval_s", "checkpoint_interval_s"):

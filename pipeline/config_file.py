@@ -18,14 +18,19 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 
 def load_toml(path: str | Path) -> dict[str, Any]:
-    """Parse a TOML config file; a missing or malformed file raises ConfigError naming it."""
+    """Parse a TOML config file; a missing, unreadable or malformed file raises ConfigError
+    naming it."""
     path = Path(path)
     try:
         with path.open("rb") as fh:
             return tomllib.load(fh)
     except FileNotFoundError:
         raise ConfigError(f"--config: no such file: {path}") from None
-    except tomllib.TOMLDecodeError as exc:
+    except IsADirectoryError:
+        raise ConfigError(f"--config: {path} is a directory, not a TOML file") from None
+    except OSError as exc:
+        raise ConfigError(f"--config: cannot read {path}: {exc.strerror or exc}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"--config: {path} is not valid TOML: {exc}") from None
 
 

@@ -16,20 +16,25 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
 
+from actors.actor import ContractViolation
+from learner import NonFiniteError
+from learner.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint_path
 from monitoring import Metrics
+from monitoring.exporter import Exporter, MetricsPortInUseError, start_exporter
+from monitoring.profiling import ProfileSession
 from pipeline.cli import parse_config
 from pipeline.config import ConfigError, PipelineConfig, resolve
 from pipeline.config_file import to_toml
 from pipeline.display import Display, make_display
 from pipeline.loops import BatchIntake, Budget, Run, Scheduler, drive
-from pipeline.parts import RunParts, build
+from pipeline.parts import RunParts, build, check_resources
 from pipeline.progress import RunFailed, RunProgress
 from pipeline.ring import RingStats
+from pipeline.rundir import claim_run_dir, default_run_dir, run_dir_of
 
 
 @dataclass
@@ -40,7 +45,7 @@ class RunResult:
     run_dir: Path
     checkpoint: Path | None
     agent_steps: int
-    """Agent-steps produced in total (a resumed run's earlier part included)."""
+    """Agent-steps trained on in total (a resumed run's earlier part included)."""
     updates: int
     wall_s: float
     """Seconds from the start of the run loop to the end of its work (teardown excluded)."""
@@ -52,25 +57,6 @@ class RunResult:
     evaluation: str = ""
     cuda_graph_actors: int = 0
     """Actors that replayed a captured CUDA graph for their decision step (at the start)."""
-
-
-def prepare_run_dir(config: PipelineConfig) -> Path:
-    """Create the run directory and write the resolved config into it (atomically)."""
-    name = config.run.run_dir or os.path.join(
-        "runs", datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    )
-    run_dir = Path(name)
-    (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
-    text = to_toml(config.to_dict()) + (
-        f"# derived: ppo.total_updates = {config.ppo.total_updates} (from run.total_steps), "
-        f"ppo.seed = {config.ppo.seed} (from run.seed)\n")
-    tmp = run_dir / f".config.toml.{os.getpid()}.tmp"
-    with tmp.open("w") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, run_dir / "config.toml")
-    return run_dir
 
 
 def make_logger(run_dir: Path) -> logging.Logger:
@@ -85,15 +71,6 @@ def make_logger(run_dir: Path) -> logging.Logger:
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     log.addHandler(handler)
     return log
-
-
-def resolve_resume(path: str) -> Path:
-    """A checkpoint file, a checkpoints folder or a run directory → the checkpoint file."""
-    p = Path(path)
-    for candidate in (p, p / "latest.pt", p / "checkpoints" / "latest.pt"):
-        if candidate.is_file():
-            return candidate
-    raise ConfigError(f"run.resume: no checkpoint found at {path} (nor latest.pt inside it)")
 
 
 def evaluate(checkpoint: Path, config: PipelineConfig) -> str:
@@ -111,23 +88,23 @@ def evaluate(checkpoint: Path, config: PipelineConfig) -> str:
 
 
 def run(config: PipelineConfig) -> RunResult:
-    """Run a resolved config to the end; raises ConfigError for bad values found late."""
-    from pipeline.loops import Run
-    from pipeline.progress import RunProgress
+    """Run a resolved config to the end; raises ConfigError for bad values found late.
 
+    Every input (plug-in specs, the checkpoint to resume, the metrics port, the memory it all
+    needs) is checked before anything is written; then the run directory is claimed.
+    """
     if config.run.device == "cpu":
         # Several actor threads share few cores: one intra-op thread each avoids oversubscription.
         torch.set_num_threads(1)
     torch.manual_seed(config.run.seed)
-    run_dir = prepare_run_dir(config)
-    log = make_logger(run_dir)
+    check_resources(config)
     parts = build(config)
     steps_done = 0
-    if config.run.resume:
-        from learner.checkpoint import load_checkpoint
-
-        ckpt = resolve_resume(config.run.resume)
+    resumed = run_dir_of(config.run.resume) if config.run.resume else None
+    fresh = resumed is not None and not any((resumed / "checkpoints").glob("*.pt"))
+    if config.run.resume and not fresh:
         try:
+            ckpt = resolve_checkpoint_path(config.run.resume)
             extra = load_checkpoint(ckpt, parts.learner)
         except ValueError as exc:
             raise ConfigError(f"run.resume: {exc}") from None
@@ -137,21 +114,49 @@ def run(config: PipelineConfig) -> RunResult:
             actor.sync_weights(parts.publisher)
     metrics = Metrics()
     metrics.watch_ring(parts.ring)
-    display = make_display(config.run.display, log)
     exporter = None
     if config.run.metrics_port >= 0:
-        from monitoring import start_exporter
-        from monitoring.exporter import MetricsPortInUseError
-
         try:
             exporter = start_exporter(metrics, addr=config.run.metrics_addr,
                                       port=config.run.metrics_port, port_fallback=True)
         except (MetricsPortInUseError, OSError) as exc:
-            display.close()
             raise ConfigError(f"run.metrics_port: {exc}") from None
-        taken = "" if exporter.port == exporter.requested_port or not config.run.metrics_port else (
-            f" (port {config.run.metrics_port} was busy)")
-        display.message(f"metrics: {exporter.url}{taken}")
+    path = Path(config.run.run_dir) if config.run.run_dir else default_run_dir()
+    try:
+        owned = claim_run_dir(path, config_text(config),
+                              resuming_here=resumed is not None and resumed.resolve() == path.resolve())
+    except BaseException:
+        if exporter is not None:
+            exporter.close()
+        raise
+    started = False
+    try:
+        log = make_logger(path)
+        display = make_display(config.run.display, log)
+        for message in owned.messages:
+            display.message(f"run directory: {message}")
+        if fresh:
+            display.message(f"run directory: {resumed} has no checkpoint yet: starting it from the beginning")
+        if exporter is not None:
+            taken = "" if exporter.port == exporter.requested_port or not config.run.metrics_port else (
+                f" (port {config.run.metrics_port} was busy)")
+            display.message(f"metrics: {exporter.url}{taken}")
+        started = True
+        return _train(config, parts, metrics, display, log, path, steps_done, exporter)
+    finally:
+        owned.release(keep=started)
+
+
+def config_text(config: PipelineConfig) -> str:
+    """The run's ``config.toml``: every value it uses, the derived ones as a comment."""
+    return to_toml(config.to_dict()) + (
+        f"# derived: ppo.total_updates = {config.ppo.total_updates} (from run.total_steps), "
+        f"ppo.seed = {config.ppo.seed} (from run.seed)\n")
+
+
+def _train(config: PipelineConfig, parts: RunParts, metrics: Metrics, display: Display,
+           log: logging.Logger, run_dir: Path, steps_done: int, exporter: Exporter | None) -> RunResult:
+    """The run itself, in a claimed run directory; then the summary."""
     mode = "sync" if config.run.sync else "async"
     graph_actors = sum(a.uses_cuda_graph for a in parts.actors)
     if parts.device.type == "cuda":
@@ -169,25 +174,25 @@ def run(config: PipelineConfig) -> RunResult:
     the_run = Run(parts, BatchIntake(parts, metrics), budget,
                   Scheduler(progress, config.run.sync, config.run.actor_threads), progress)
     if config.run.profile > 0:
-        from monitoring.profiling import ProfileSession
-
         # Constructed here, in the main thread, where the profiler must first start.
         progress.profile = ProfileSession(run_dir, iterations=config.run.profile, warmup=1,
                                           metrics=metrics)
     start = time.perf_counter()
     exit_code = 0
+    error = ""
     try:
         try:
             _run_loop(the_run, progress.report, config.run.log_interval_s)
-        except RunFailed as exc:
-            display.message(f"error: {exc}")
-            log.error("run failed: %s", exc)
+        except (RunFailed, ContractViolation, NonFiniteError, CheckpointError, OSError) as exc:
+            error = _one_line(exc)
+            display.message(f"error: {error}")
+            log.error("run failed: %s", error, exc_info=not isinstance(exc, RunFailed))
             exit_code = 1
         finally:
             # The run's wall time ends with its work, before the teardown below (the metrics
             # server's shutdown alone waits up to half a second for its poll loop).
             end = time.perf_counter()
-            if the_run.stop_reason:
+            if the_run.stop_reason and not error:
                 display.message(f"stopping: {the_run.stop_reason}")
             progress.report()
             _close_profile(progress, display)
@@ -195,11 +200,19 @@ def run(config: PipelineConfig) -> RunResult:
             if exporter is not None:
                 exporter.close()
         return _summarize(config, the_run, progress, display, log, end - start, exit_code,
-                       graph_actors)
+                          graph_actors, error)
     finally:
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(sig, signal.SIG_DFL if sig == signal.SIGTERM else signal.default_int_handler)
+
+
+def _one_line(exc: BaseException) -> str:
+    """An error as one line: an OSError says what and where (``no space left on device``)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f": {exc.filename}" if exc.filename else ""
+        return f"{exc.strerror.lower()}{where}"
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def _run_loop(the_run: Run, report: Callable[[], None], interval_s: float) -> None:
@@ -268,26 +281,36 @@ def _exit_now(signum: int, frame: object) -> None:
 
 
 def _summarize(config: PipelineConfig, the_run: Run, progress: RunProgress, display: Display,
-            log: logging.Logger, wall: float, exit_code: int, graph_actors: int) -> RunResult:
-    """Final checkpoint, summary lines and evaluation (``wall``: the run's seconds of work)."""
+               log: logging.Logger, wall: float, exit_code: int, graph_actors: int,
+               error: str) -> RunResult:
+    """Final checkpoint, summary lines and evaluation (``wall``: the run's seconds of work).
+    They print when the run ended on an error too; a checkpoint that cannot be written (disk
+    full, non-finite weights) is reported and the last good one named."""
     parts = the_run.parts
-    ckpt = progress.save_checkpoint()
-    stopped = bool(the_run.stop_reason)
+    try:
+        ckpt: Path | None = progress.save_checkpoint()
+    except (CheckpointError, OSError) as exc:
+        ckpt = progress.checkpoint_path
+        good = f"the last good one is {ckpt}" if ckpt else "no checkpoint was written"
+        display.message(f"final checkpoint not written: {_one_line(exc)} ({good})")
+        log.error("final checkpoint not written: %s", exc)
+        exit_code = exit_code or 1
+    stopped = bool(the_run.stop_reason) or bool(error)
     result = RunResult(
         exit_code=exit_code, run_dir=progress.run_dir, checkpoint=ckpt,
         agent_steps=progress.agent_steps, updates=progress.updates, wall_s=wall,
         ring=parts.ring.stats(), win_history=progress.win_history, failures=progress.failures,
-        stop_reason=the_run.stop_reason, cuda_graph_actors=graph_actors,
+        stop_reason=error or the_run.stop_reason, cuda_graph_actors=graph_actors,
     )
     s = result.ring
     lines = [
         f"{'stopped' if stopped else 'finished'} in {wall:.1f}s: "
-        f"{result.agent_steps:,} agent-steps ({progress.committed_samples / max(wall, 1e-9):,.0f}/s), "
+        f"{result.agent_steps:,} agent-steps trained ({progress.committed_samples / max(wall, 1e-9):,.0f}/s produced), "
         f"{result.updates} updates, policy version {parts.learner.policy_version}",
         f"samples: produced {s.produced_samples} = consumed {s.consumed_samples} + dropped "
         f"{s.dropped_samples} + in flight {s.in_flight_samples}; slot reuses {s.reuses}; "
         f"actor waits {s.write_wait_s:.2f}s, learner waits {s.read_wait_s:.2f}s",
-        f"checkpoint: {ckpt}",
+        f"checkpoint: {ckpt or 'none written'}",
     ]
     actor_busy, learner_busy, both = progress.overlap()
     if wall > 0:
@@ -302,7 +325,7 @@ def _summarize(config: PipelineConfig, the_run: Run, progress: RunProgress, disp
                      f"→ {last[1]:.1%} at {last[0]:,} steps")
     for line in lines:
         display.message(line)
-    if exit_code == 0 and not stopped and config.run.eval_episodes > 0:
+    if exit_code == 0 and not stopped and ckpt is not None and config.run.eval_episodes > 0:
         result.evaluation = evaluate(ckpt, config)
         if result.evaluation:
             display.message("evaluation against the scripted opponents:\n" + result.evaluation)

@@ -7,6 +7,7 @@ actor can be rebuilt on fresh environments after a crash.
 from __future__ import annotations
 
 import copy
+import resource
 from dataclasses import dataclass
 
 import torch
@@ -18,7 +19,8 @@ from pipeline.config import ConfigError, PipelineConfig
 from pipeline.plugins import make_agent, make_reward
 from pipeline.ring import RolloutRing
 from pipeline.weights import WeightPublisher
-from sim import ObsLayout
+from sim import BatchedSim, ObsLayout
+from sim.device import available_memory_bytes, format_bytes
 
 
 def actor_seed(base_seed: int, actor_id: int, incarnation: int) -> int:
@@ -55,6 +57,9 @@ class RunParts:
             reward = make_reward(cfg.actors.reward, self.device, self.layout)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+        except Exception as exc:  # a plug-in's constructor: its error, in one line
+            raise ConfigError(f"building the opponent {cfg.actors.opponent!r} or the reward "
+                              f"{cfg.actors.reward!r} raised {type(exc).__name__}: {exc}") from None
         replica = copy.deepcopy(self.learner.policy).to(self.device).eval()
         for p in replica.parameters():
             p.requires_grad_(False)
@@ -77,6 +82,49 @@ class RunParts:
         return self.actors[actor_id]
 
 
+def rollout_spec(config: PipelineConfig, obs_dim: int, action_dim: int) -> RolloutSpec:
+    """The chunks of this run (one ring slot each)."""
+    return RolloutSpec(
+        rollout_len=config.actors.rollout_len,
+        num_envs=config.actors.envs_per_actor,
+        obs_dim=obs_dim,
+        action_dim=action_dim,
+        action_dtype=torch.int64 if config.sim.action_mode == "discrete" else torch.float32,
+    )
+
+
+FDS_SPARE = 64
+"""File descriptors left for everything but the ring (logs, sockets, the exporter, torch)."""
+
+
+def check_resources(config: PipelineConfig) -> None:
+    """Refuse, before allocating anything, a run whose sims, ring and learner batch would not
+    fit in the device's available memory, or whose shared ring would need more file
+    descriptors than the process may open (one per slot: a slot is one shared block)."""
+    layout = ObsLayout.from_config(config.sim)
+    spec = rollout_spec(config, layout.size, ActionSpec.for_sim(config.sim).dim)
+    sims = config.actors.count * BatchedSim.estimate_bytes(config.actors.envs_per_actor, config.sim)
+    ring = config.ring.slots * spec.nbytes()
+    # The learner's batch, its advantage/return workspace and minibatch copies: about three
+    # batches' worth.
+    batch = 3 * spec.nbytes(envs=config.intake.slots_per_batch * spec.num_envs)
+    need = sims + ring + batch
+    device = torch.device(config.run.device)
+    have = available_memory_bytes(device)
+    if need > have:
+        raise ConfigError(
+            f"this run needs about {format_bytes(need)} ({config.actors.count} sims of "
+            f"{config.actors.envs_per_actor} envs {format_bytes(sims)}, ring {format_bytes(ring)}, learner batch "
+            f"{format_bytes(batch)}) but {device} has {format_bytes(have)} available; lower actors.envs_per_actor, "
+            "actors.count or ring.slots")
+    if config.ring.placement in ("auto", "shared") and device.type == "cpu":
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != resource.RLIM_INFINITY and config.ring.slots + FDS_SPARE > soft:
+            raise ConfigError(
+                f"ring.slots={config.ring.slots} shared-memory slots need {config.ring.slots} file "
+                f"descriptors plus about {FDS_SPARE}, but the limit is {soft} (ulimit -n)")
+
+
 def build(config: PipelineConfig) -> RunParts:
     """Construct every part for a resolved config (no checkpoint loaded yet)."""
     device = torch.device(config.run.device)
@@ -85,13 +133,7 @@ def build(config: PipelineConfig) -> RunParts:
     learner = PPOLearner(config.ppo, layout.size, action_spec, device=device,
                          obs_layout=layout.metadata())
     publisher = WeightPublisher(learner.policy)
-    spec = RolloutSpec(
-        rollout_len=config.actors.rollout_len,
-        num_envs=config.actors.envs_per_actor,
-        obs_dim=layout.size,
-        action_dim=action_spec.dim,
-        action_dtype=torch.int64 if config.sim.action_mode == "discrete" else torch.float32,
-    )
+    spec = rollout_spec(config, layout.size, action_spec.dim)
     try:
         ring = RolloutRing(spec, config.ring.slots, config.ring.placement, device, device,
                            debug=config.run.debug)

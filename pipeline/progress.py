@@ -15,6 +15,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from actors.actor import ContractViolation
 from actors.cuda_graph import CAPTURE_LOCK
 from monitoring.overlap import intersect, length, union
 from pipeline.config import PipelineConfig
@@ -54,6 +55,9 @@ class RunProgress:
         self.mode = mode
         self.steps_before = agent_steps_before
         self.committed_samples = 0
+        """Agent-steps committed to the ring by this run (produced)."""
+        self.trained_samples = 0
+        """Agent-steps this run trained on (what the budget and a resume count)."""
         self.updates = 0
         self.failures = 0
         self.profile: Any = None
@@ -78,8 +82,9 @@ class RunProgress:
 
     @property
     def agent_steps(self) -> int:
-        """Agent-steps produced (committed chunks), including a resumed run's earlier part."""
-        return self.steps_before + self.committed_samples
+        """Agent-steps trained on, including a resumed run's earlier part. A checkpoint saves
+        this count, so a resume produces again what was committed but never trained on."""
+        return self.steps_before + self.trained_samples
 
     # ------------------------------------------------------------------ the hooks
     def on_chunk(self, outcome: ChunkOutcome) -> None:
@@ -101,6 +106,7 @@ class RunProgress:
         """Count an update, export its statistics, step the profiler, checkpoint when due."""
         with self._lock:
             self.updates += 1
+            self.trained_samples += report.samples
             self.lags.extend(report.lags)
             self.last_stats = dict(report.stats)
         self.metrics.observe_policy_lag(report.lags)
@@ -127,6 +133,8 @@ class RunProgress:
                        limit, tb)
         self.display.message(f"actor {actor_id} failed: {type(exc).__name__}: {exc} "
                              f"(failure {self.failures}/{limit}; traceback in run.log)")
+        if isinstance(exc, ContractViolation):
+            raise RunFailed(f"{exc}; the run stops (a restarted actor would meet it again)") from exc
         if self.failures > limit:
             raise RunFailed(
                 f"actors failed {self.failures} times, more than run.max_actor_failures={limit}; "
