@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -77,6 +78,10 @@ def test_signal_stops_with_checkpoint_and_run_resumes(tmp_path, sig):
     state = read_checkpoint(latest)
     steps = state["extra"]["agent_steps"]
     assert policy.policy_version >= 2 and steps > 0
+    # The saved count is what was trained on: committed chunks still in flight are not in it,
+    # so the resume produces them again.
+    consumed = re.search(r"samples: produced (\d+) = consumed (\d+)", out)
+    assert consumed is not None and steps == int(consumed.group(2)), out
     # The run resumes from where it stopped and adds exactly the remaining budget.
     target = steps + 2 * 16 * 8
     config = resolve(parse_config([*COMMON, "--display", "none", "--total-steps", str(target),
@@ -99,3 +104,45 @@ def test_second_interrupt_exits_at_once_and_checkpoint_stays_loadable(tmp_path):
     latest = run_dir / "checkpoints" / "latest.pt"
     assert latest.is_file()
     assert load_policy(latest).policy_version >= 1
+
+
+HOLD_LOCK_CHILD = """
+import os, signal, sys, threading, time
+from pipeline.launch import main
+from pipeline.ring import RolloutRing
+
+commit, sent = RolloutRing.commit, []
+
+def commit_holding_the_lock(self, slot, version):
+    # The third commit takes the ring's lock on the main thread, and SIGTERM arrives meanwhile.
+    if len(sent) == 0 and self.stats().produced_chunks == 2:
+        assert threading.current_thread() is threading.main_thread()
+        with self._lock:
+            sent.append(1)
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.5)
+    commit(self, slot, version)
+
+RolloutRing.commit = commit_holding_the_lock
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_sigterm_while_the_main_thread_holds_the_ring_lock(tmp_path, mode):
+    """The handler only flags the stop on the event loop, so a SIGTERM that lands while the
+    main thread holds the ring's (non-reentrant) lock cannot deadlock: clean exit, checkpoint."""
+    run_dir = tmp_path / "run"
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    cmd = [sys.executable, "-c", HOLD_LOCK_CHILD, *COMMON, "--total-steps", "1000000000",
+           "--display", "plain", "--run-dir", str(run_dir), "--metrics-port", "-1",
+           *(["--sync"] if mode == "sync" else [])]
+    try:
+        done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"the run hung after SIGTERM (deadlock?): {exc.stdout}")
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    assert "stopping: received SIGTERM" in out, out
+    assert load_policy(run_dir / "checkpoints" / "latest.pt").policy_version >= 0
+    assert not (run_dir / ".lock").exists()
