@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -28,6 +29,10 @@ from core.schema import Rollout, RolloutSpec
 from monitoring import span
 from rewards.base import check_reward_output
 from sim import BatchedSim, SimConfig, StepResult, canonical_device
+
+
+class ChunkInterrupted(RuntimeError):
+    """A chunk was given up between two decision steps because the run is stopping."""
 
 
 class ContractViolation(RuntimeError):
@@ -292,12 +297,14 @@ class SimActor:
         self.stats.reset()
 
     @torch.no_grad()
-    def rollout(self, slot: Rollout) -> None:
+    def rollout(self, slot: Rollout, should_stop: Callable[[], bool] | None = None) -> None:
         """Write one T-step chunk into ``slot`` (enqueued on this actor's stream on CUDA).
 
         The slot must be WRITING and owned by the caller; on CUDA the stream first waits for
         the learner's last read of the slot, and the slot's ``written_event`` is recorded at
-        the end.
+        the end. ``should_stop`` is asked before every decision step (a host bool, no device
+        read); when it says so the chunk is given up with :class:`ChunkInterrupted`, so a stop
+        request is honoured within one decision step, however long a chunk is.
         """
         if slot.spec != self.spec:
             raise ValueError(f"slot does not match actor {self.actor_id}'s chunks: "
@@ -317,6 +324,8 @@ class SimActor:
             target = slot if slot.device == self.device else self._staging_for()
             self.stats.begin_chunk()
             for t in range(self.rollout_len):
+                if should_stop is not None and should_stop():
+                    raise ChunkInterrupted(f"actor {self.actor_id}: stopped at step {t}")
                 targets = StepTargets(target.row(t), self.stats.chunk_done[t], self.stats.chunk_lengths[t])
                 if self._graph is not None:
                     self._graph.replay_into(targets)

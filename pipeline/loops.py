@@ -25,7 +25,7 @@ from typing import Any, Protocol, TypeVar
 
 import torch
 
-from actors.actor import SimActor
+from actors.actor import ChunkInterrupted, SimActor
 from learner import RolloutBatch
 from monitoring import span
 from pipeline.parts import RunParts
@@ -83,6 +83,9 @@ class RunHooks(Protocol):
     def on_actor_failure(self, actor_id: int, exc: BaseException, dropped_chunk: bool) -> None:
         """An actor raised; raise ``RunFailed`` to stop the run instead of restarting it."""
 
+    def on_interrupted_chunk(self) -> None:
+        """A chunk was given up half-way because the run stops (its slot was aborted)."""
+
 
 class Budget:
     """The run's chunks: claimed by an actor before it writes one, given back if it fails."""
@@ -106,13 +109,18 @@ class Budget:
 
 
 class Scheduler:
-    """Where the loops' blocking work runs: worker threads (async) or inline, in turn (sync)."""
+    """Where the loops' blocking work runs: worker threads side by side (async) or one thread,
+    one piece at a time (sync)."""
 
     def __init__(self, hooks: RunHooks, sync: bool, actor_threads: int):
         self.hooks = hooks
         self.sync = sync
-        self._pools: dict[str, concurrent.futures.ThreadPoolExecutor] = {}
-        if not sync:
+        if sync:
+            # One worker thread for both roles: work runs one piece at a time, in the order the
+            # loops hand it over, and the event loop stays free to take a signal at once.
+            one = concurrent.futures.ThreadPoolExecutor(1, "in-turn")
+            self._pools = {"actor": one, "learner": one}
+        else:
             # Separate pools: the learner never queues behind actor chunks, and chunks run on
             # at most ``run.actor_threads`` threads (see RunConfig.actor_threads).
             self._pools = {"actor": concurrent.futures.ThreadPoolExecutor(actor_threads, "actor"),
@@ -122,8 +130,6 @@ class Scheduler:
         """``fn(*args)`` as ``role``'s work; ``busy``: counted in its busy time."""
         start = time.perf_counter()
         try:
-            if self.sync:
-                return fn(*args)
             return await asyncio.get_running_loop().run_in_executor(self._pools[role], fn, *args)
         finally:
             if busy:
@@ -147,7 +153,7 @@ class Scheduler:
 
     def shutdown(self) -> None:
         """Stop the worker threads (a thread inside a kernel is not waited for)."""
-        for pool in self._pools.values():
+        for pool in set(self._pools.values()):
             pool.shutdown(wait=False)
 
 
@@ -185,12 +191,17 @@ async def actor_loop(run: Run, actor_id: int) -> None:
         wait_s = time.perf_counter() - start
         actor = run.parts.actors[actor_id]
         try:
-            await run.sched.run("actor", write_chunk, actor, run.parts, slot)
+            await run.sched.run("actor", write_chunk, actor, run, slot)
             await run.sched.written(slot)
             outcome = chunk_outcome(actor, wait_s)  # host reads: at the chunk boundary only
             ring.commit(slot, actor.policy_version)
             run.budget.committed += 1
             run.hooks.on_chunk(outcome)
+        except ChunkInterrupted:
+            ring.abort(slot)  # the run is stopping: the half-written chunk is dropped, counted
+            run.budget.unclaim()
+            run.hooks.on_interrupted_chunk()
+            return
         except Exception as exc:
             await recover(run, actor_id, slot, exc)
         await run.sched.turn()
@@ -203,10 +214,11 @@ async def learner_loop(run: Run) -> None:
         await run.sched.turn()
 
 
-def write_chunk(actor: SimActor, parts: RunParts, slot: RingSlot) -> None:
-    """Blocking part of a chunk: pick up newer weights, then roll out into ``slot``."""
-    actor.sync_weights(parts.publisher)
-    actor.rollout(slot)
+def write_chunk(actor: SimActor, run: Run, slot: RingSlot) -> None:
+    """Blocking part of a chunk: pick up newer weights, then roll out into ``slot`` (given up
+    between two decision steps when the run stops)."""
+    actor.sync_weights(run.parts.publisher)
+    actor.rollout(slot, should_stop=lambda: run.budget.stopped)
 
 
 def chunk_outcome(actor: SimActor, slot_wait_s: float) -> ChunkOutcome:

@@ -142,6 +142,10 @@ class RunProgress:
             ) from exc
         self.log.info("actor %d restarting on fresh environments", actor_id)
 
+    def on_interrupted_chunk(self) -> None:
+        """Count a chunk given up half-way by a stop (its slot was aborted)."""
+        self.metrics.add_dropped_chunks(1, "interrupted")
+
     # ------------------------------------------------------------------ checkpoints
     def save_checkpoint(self) -> Path:
         """Atomic checkpoint (plus ``latest.pt``) with the run's counters (blocking)."""

@@ -63,11 +63,11 @@ def fail_actor_0(monkeypatch, at_chunk: int, times: int) -> None:
     original = SimActor.rollout
     failed = [0]
 
-    def rollout(self, slot):
+    def rollout(self, slot, should_stop=None):
         if self.actor_id == 0 and self.chunks_written == at_chunk and failed[0] < times:
             failed[0] += 1
             raise RuntimeError(f"injected fault: actor 0, chunk {at_chunk}")
-        original(self, slot)
+        original(self, slot, should_stop)
 
     monkeypatch.setattr(SimActor, "rollout", rollout)
 

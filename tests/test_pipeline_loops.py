@@ -34,6 +34,9 @@ class Recorder:
     def on_actor_failure(self, actor_id: int, exc: BaseException, dropped_chunk: bool) -> None:
         raise exc
 
+    def on_interrupted_chunk(self) -> None:
+        self.interrupted = getattr(self, "interrupted", 0) + 1
+
 
 def parts_for(tmp_path, *extra: str) -> RunParts:
     argv = ["--actors", "2", "--envs-per-actor", "4", "--rollout-len", "4", "--opponent", "straight",

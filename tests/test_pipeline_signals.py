@@ -146,3 +146,19 @@ def test_sigterm_while_the_main_thread_holds_the_ring_lock(tmp_path, mode):
     assert "stopping: received SIGTERM" in out, out
     assert load_policy(run_dir / "checkpoints" / "latest.pt").policy_version >= 0
     assert not (run_dir / ".lock").exists()
+
+
+def test_a_stop_is_honoured_inside_a_long_chunk(tmp_path):
+    """Chunks of many long decision steps (time scale 20: 500 physics steps each) are given up
+    between two decision steps when the run stops, instead of running to their end."""
+    launch = Launch(tmp_path / "run", "--time-scale", "20", "--rollout-len", "512", "--sync")
+    launch.wait_for("metrics: ")  # the run has started its first chunk about now
+    time.sleep(1.0)
+    launch.proc.send_signal(signal.SIGINT)
+    code = launch.finish()
+    out = "".join(launch.lines)
+    assert code == 0, out
+    summary = re.search(r"samples: produced (\d+) = consumed (\d+) \+ dropped (\d+)", out)
+    assert summary is not None, out
+    produced, consumed, dropped = map(int, summary.groups())
+    assert consumed == 0 and dropped == produced > 0, out  # the chunk under way was dropped
