@@ -195,3 +195,24 @@ def test_cuda_bf16_update_allocates_no_new_segments():
     assert torch.cuda.memory_stats()["segment.all.allocated"] == segments
     assert math.isfinite(stats["loss_policy"])
     assert learner.optimizer.param_groups[0].get("fused")
+
+
+def test_one_sample_minibatches_stay_finite():
+    learner = small_learner(num_minibatches=8)
+    learner.update(random_batch(learner, t=2, b=4))
+    assert all(bool(p.isfinite().all()) for p in learner.policy.parameters())
+
+
+@pytest.mark.parametrize(("field", "value", "named"), [
+    ("rewards", float("nan"), "rewards of the batch"),
+    ("rewards", 3e38, "weights after the update"),  # finite, but the returns overflow
+    ("values", float("inf"), "behaviour values of the batch"),
+])
+def test_non_finite_updates_are_refused_naming_what(field, value, named):
+    from learner import NonFiniteError
+
+    learner = small_learner()
+    batch = random_batch(learner)
+    batch[field].fill_(value)
+    with pytest.raises(NonFiniteError, match=f"non-finite .*{named}"):
+        learner.update(batch)
