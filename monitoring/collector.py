@@ -92,6 +92,7 @@ CATALOG: tuple[MetricSpec, ...] = (
     *(_S(f"midrange_learner_{k}", "gauge", h) for k, h in LEARNER_GAUGES.items()),
     _S("midrange_learner_stat", "gauge", "Other latest learner statistics, by name.", ("name",)),
     _S("midrange_overlap_ratio", "gauge", "Fraction of wall time in which actor and learner work ran at once (profiled)."),
+    _S("midrange_env_worker_restarts", "counter", "Env worker processes restarted, by reason (died, timeout).", ("reason",)),
     _S("midrange_cuda_memory_allocated_bytes", "gauge", "Bytes held by tensors in the CUDA caching allocator.", ("device",)),
     _S("midrange_cuda_memory_reserved_bytes", "gauge", "Bytes reserved from the driver by the CUDA caching allocator.", ("device",)),
     _S("midrange_cuda_memory_peak_allocated_bytes", "gauge", "Peak bytes held by tensors since start.", ("device",)),
@@ -221,6 +222,11 @@ class MetricsCollector(Collector):
         fam = _family("midrange_episode_length_steps")
         for opponent, hist in sorted(snap.episode_length.items()):
             _histogram(fam, [opponent], hist)
+        yield fam
+        fam = _family("midrange_env_worker_restarts")
+        # Both reasons always present so a fault-free run still shows zero lines.
+        for reason, n in sorted({"died": 0, "timeout": 0, **snap.env_worker_restarts}.items()):
+            fam.add_metric([reason], n)
         yield fam
         yield from self._learner_stats(snap.update_stats)
         if snap.overlap_ratio is not None:

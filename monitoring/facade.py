@@ -89,6 +89,8 @@ class MetricsSnapshot:
     """Fraction of wall time in which actor and learner work overlapped (None: not measured)."""
     ring: Any | None
     """``ring.stats()`` of the watched ring, or None."""
+    env_worker_restarts: dict[str, int] = field(default_factory=dict)
+    """Env worker processes restarted, by reason (``died``, ``timeout``)."""
 
 
 def _noop(*_args: Any, **_kwargs: Any) -> None:
@@ -106,7 +108,7 @@ class Metrics:
     _UPDATE_METHODS = (
         "add_actor_steps", "observe_slot_wait", "observe_batch_wait", "add_learner_samples",
         "observe_update", "observe_policy_lag", "add_dropped_chunks", "add_copy_bytes",
-        "record_episodes", "watch_ring", "set_overlap_ratio",
+        "record_episodes", "watch_ring", "set_overlap_ratio", "add_env_worker_restart",
     )
 
     def __init__(self, enabled: bool = True) -> None:
@@ -128,6 +130,7 @@ class Metrics:
         self._episode_length: dict[str, DeviceHistogram] = {}
         self._overlap_ratio: float | None = None
         self._ring: RingLike | None = None
+        self._env_worker_restarts: dict[str, int] = {}
         if not self.enabled:
             for name in self._UPDATE_METHODS:
                 setattr(self, name, _noop)
@@ -318,6 +321,13 @@ class Metrics:
             raise ValueError(f"overlap ratio must be a number in [0, 1], got {r!r}")
         self._overlap_ratio = float(r)
 
+    def add_env_worker_restart(self, reason: str) -> None:
+        """Count one restart of an env worker process (``died``: it ended; ``timeout``: it hung
+        past its step timeout and was killed)."""
+        reason = check_label("reason", reason)
+        with self._lock:
+            self._env_worker_restarts[reason] = self._env_worker_restarts.get(reason, 0) + 1
+
     # ---- reading ------------------------------------------------------------------------
     def snapshot(self) -> MetricsSnapshot:
         """Read everything (device accumulators included); called at scrape time, not in hot loops."""
@@ -333,6 +343,7 @@ class Metrics:
             copy_bytes = dict(self._copy_bytes)
             episodes_acc = {k: (list(v.host), list(v.device.values())) for k, v in self._episodes.items()}
             lengths = dict(self._episode_length)
+            env_worker_restarts = dict(self._env_worker_restarts)
         update_stats = {
             k: float(read_device(v, stats_event if v.is_cuda else None)) if isinstance(v, torch.Tensor) else v
             for k, v in raw_stats.items()
@@ -361,4 +372,5 @@ class Metrics:
             episode_length={o: h.snapshot() for o, h in lengths.items()},
             overlap_ratio=self._overlap_ratio,
             ring=ring_stats,
+            env_worker_restarts=env_worker_restarts,
         )

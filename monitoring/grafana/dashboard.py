@@ -81,6 +81,8 @@ ROWS: tuple[Row, ...] = (
         Panel("Learner samples and updates per second", (_q(f"rate(midrange_learner_samples_total[{RATE}])", "samples"),
                                                          _q(f"rate(midrange_learner_updates_total[{RATE}])", "updates")), "ops"),
         Panel("Policy version", (_q("max(midrange_policy_version)", "version"),), kind="stat"),
+        Panel("Env worker restarts", (_q(f"sum by (reason) (increase(midrange_env_worker_restarts_total[{RATE}]))", "{{reason}}"),), "short",
+              description="Env worker processes restarted: died (crashed or exited) or timeout (hung past step_timeout_s, killed)."),
     )),
     Row("Ring and policy lag", (
         Panel("Ring slots by state", (_q("sum by (state) (midrange_ring_slots)", "{{state}}"),
