@@ -1,0 +1,298 @@
+"""The worker-process side of :class:`actors.process_vec_env.ProcessVecEnv`, and the protocol
+both sides speak.
+
+A worker hosts K environments and steps them in a loop, so one message moves K env-steps.
+Observations, final observations, rewards, terminated, truncated and actions live in one
+shared-memory block per worker (:func:`buffer_layout`), written in place; the pipe carries only
+small msgpack-encoded control messages (:func:`pack` / :func:`unpack`, at most
+:data:`MAX_MESSAGE_BYTES`). Pickle is used once, at start-up: the env factory goes in, the
+spaces come back.
+
+The parent starts a worker with ``runpy.run_path`` on this file rather than importing it: a
+spawned child then imports the standard library, NumPy, msgpack and whatever the env needs,
+not the ``actors`` package (whose ``__init__`` imports torch: seconds per worker). Hence this
+file imports nothing of ours.
+"""
+
+from __future__ import annotations
+
+import pickle
+import signal
+import sys
+import traceback
+from multiprocessing import resource_tracker
+from multiprocessing.connection import Connection
+from multiprocessing.shared_memory import SharedMemory
+from typing import Any
+
+import msgpack
+import numpy as np
+
+MAX_MESSAGE_BYTES = 1 << 20
+"""Largest control message either side sends or accepts (1 MiB): infos and ``call`` results
+are meant to be small; bulk data belongs in the shared-memory block."""
+
+RUN_NAME = "__midrange_env_worker__"
+"""``__name__`` under which ``runpy.run_path`` executes this file in a worker process."""
+
+# Control messages: [op, ...] from the parent, [status, ...] from the worker.
+STEP, RESET, CALL, CLOSE, ATTACH = "step", "reset", "call", "close", "attach"
+OK, ERR = "ok", "err"
+
+_NDARRAY_EXT = 1
+_ALIGN = 64  # each array starts on its own cache line
+
+
+def _encode_default(obj: Any) -> Any:
+    """msgpack fallback: NumPy scalars become Python scalars, arrays a typed extension."""
+    if isinstance(obj, np.ndarray) and not obj.dtype.hasobject:
+        header = msgpack.packb([obj.dtype.str, list(obj.shape)])
+        return msgpack.ExtType(_NDARRAY_EXT, header + np.ascontiguousarray(obj).tobytes())
+    if isinstance(obj, np.generic):
+        return obj.item()
+    raise TypeError(f"cannot msgpack-encode a {type(obj).__name__}: {obj!r:.80}")
+
+
+def _decode_ext(code: int, data: bytes) -> Any:
+    if code != _NDARRAY_EXT:
+        return msgpack.ExtType(code, data)
+    unpacker = msgpack.Unpacker(raw=False)
+    unpacker.feed(data)
+    dtype, shape = next(unpacker)
+    body = data[unpacker.tell():]
+    return np.frombuffer(body, dtype=np.dtype(dtype)).reshape(shape).copy()
+
+
+def pack(message: Any) -> bytes:
+    """Encode a control message; refuse one above :data:`MAX_MESSAGE_BYTES`."""
+    data: bytes = msgpack.packb(message, default=_encode_default, use_bin_type=True)
+    if len(data) > MAX_MESSAGE_BYTES:
+        raise ValueError(
+            f"message of {len(data)} bytes exceeds the {MAX_MESSAGE_BYTES}-byte limit "
+            f"(infos, call arguments and results must be small)"
+        )
+    return data
+
+
+def unpack(data: bytes) -> Any:
+    """Decode a control message (NumPy arrays come back as arrays, tuples as lists)."""
+    return msgpack.unpackb(data, ext_hook=_decode_ext, raw=False, strict_map_key=False)
+
+
+ArraySpec = tuple[tuple[int, ...], str]
+"""(shape of one env's entry, dtype string) of an array in the shared block."""
+
+
+def buffer_layout(num_envs: int, obs: ArraySpec, action: ArraySpec) -> tuple[dict[str, tuple[int, tuple[int, ...], str]], int]:
+    """Where each array of a worker's shared block lies: name -> (byte offset, shape, dtype),
+    and the block's size. Both sides compute it from the same specs."""
+    fields = {
+        "obs": obs, "final_obs": obs, "actions": action,
+        "rewards": ((), "<f8"), "terminated": ((), "|b1"), "truncated": ((), "|b1"),
+    }
+    layout: dict[str, tuple[int, tuple[int, ...], str]] = {}
+    offset = 0
+    for name, (shape, dtype) in fields.items():
+        full = (num_envs, *shape)
+        layout[name] = (offset, full, dtype)
+        nbytes = int(np.prod(full, dtype=np.int64)) * np.dtype(dtype).itemsize
+        offset += -(-max(nbytes, 1) // _ALIGN) * _ALIGN
+    return layout, offset
+
+
+def buffer_views(shm: SharedMemory, layout: dict[str, tuple[int, tuple[int, ...], str]]) -> dict[str, np.ndarray]:
+    """NumPy views of a shared block (no copies)."""
+    return {
+        name: np.ndarray(shape, dtype=np.dtype(dtype), buffer=shm.buf, offset=offset)
+        for name, (offset, shape, dtype) in layout.items()
+    }
+
+
+def attach_untracked(name: str) -> SharedMemory:
+    """Attach to the parent's block without registering it with the resource tracker.
+
+    The parent created the block and alone unlinks it; a worker that registered it too would
+    have the tracker unlink it (or warn about a leak) when the worker exits. Python 3.13 has
+    ``track=False``; before that, registration is skipped for the duration of the attach.
+    """
+    if sys.version_info >= (3, 13):
+        return SharedMemory(name=name, track=False)  # type: ignore[call-arg,unused-ignore]
+    register = resource_tracker.register
+    resource_tracker.register = lambda *args, **kwargs: None
+    try:
+        return SharedMemory(name=name)
+    finally:
+        resource_tracker.register = register
+
+
+def _error(env_index: int, method: str) -> bytes:
+    # The traceback text travels as a string: the parent re-raises it naming the env.
+    return pack([ERR, env_index, method, traceback.format_exc()])
+
+
+def _make_envs(spec: bytes, num_envs: int) -> list[Any]:
+    kind, *rest = pickle.loads(spec)
+    if kind == "id":
+        import gymnasium
+
+        env_id, kwargs = rest
+        return [gymnasium.make(env_id, **kwargs) for _ in range(num_envs)]
+    (fns,) = rest
+    return [fn() for fn in fns]
+
+
+def _env_name(env: Any) -> str:
+    spec = getattr(env, "spec", None)
+    if spec is not None and getattr(spec, "id", None):
+        return str(spec.id)
+    return type(getattr(env, "unwrapped", env)).__name__
+
+
+class _Worker:
+    """The K environments of one worker and its loop."""
+
+    def __init__(self, conn: Connection, envs: list[Any], env_offset: int) -> None:
+        self.conn = conn
+        self.envs = envs
+        self.env_offset = env_offset
+        self.views: dict[str, np.ndarray] = {}
+        self.shm: SharedMemory | None = None
+        self.scalar_action = False
+
+    def attach(self, name: str, obs: ArraySpec, action: ArraySpec) -> None:
+        obs = (tuple(obs[0]), obs[1])
+        action = (tuple(action[0]), action[1])
+        self.shm = attach_untracked(name)
+        layout, _ = buffer_layout(len(self.envs), obs, action)
+        self.views = buffer_views(self.shm, layout)
+        self.scalar_action = action[0] == ()
+
+    def detach(self) -> None:
+        """Drop the views, then unmap the block (never unlink: the parent owns it)."""
+        self.views = {}
+        if self.shm is not None:
+            self.shm.close()
+            self.shm = None
+
+    def step(self) -> bytes:
+        v = self.views
+        obs_b, final_b, act_b = v["obs"], v["final_obs"], v["actions"]
+        rew_b, term_b, trunc_b = v["rewards"], v["terminated"], v["truncated"]
+        infos: dict[int, list[Any]] = {}
+        for j, env in enumerate(self.envs):
+            try:
+                # A copy, so an env that keeps its action never sees the next one written.
+                action = act_b[j] if self.scalar_action else act_b[j].copy()
+                obs, reward, terminated, truncated, info = env.step(action)
+                rew_b[j], term_b[j], trunc_b[j] = reward, terminated, truncated
+                if terminated or truncated:  # same-step autoreset, as SyncVectorEnv does
+                    final_b[j] = obs
+                    final_info = info
+                    obs, info = env.reset()
+                    infos[j] = [info, final_info]
+                elif info:
+                    infos[j] = [info, None]
+                obs_b[j] = obs
+            except Exception:
+                return _error(self.env_offset + j, "step")
+        return self._reply(infos, "step")
+
+    def reset(self, seeds: list[int | None], options: dict[str, Any] | None) -> bytes:
+        obs_b = self.views["obs"]
+        infos: dict[int, Any] = {}
+        for j, env in enumerate(self.envs):
+            try:
+                obs, info = env.reset(seed=seeds[j], options=options)
+                obs_b[j] = obs
+            except Exception:
+                return _error(self.env_offset + j, "reset")
+            if info:
+                infos[j] = info
+        return self._reply(infos, "reset")
+
+    def call(self, name: str, mode: str, args: list[Any], kwargs: dict[str, Any]) -> bytes:
+        results: list[Any] = []
+        for j, env in enumerate(self.envs):
+            try:
+                if mode == "set":
+                    setattr(env.unwrapped, name, args[j])
+                    results.append(None)
+                    continue
+                attr = env.get_wrapper_attr(name) if hasattr(env, "get_wrapper_attr") else getattr(env, name)
+                results.append(attr(*args, **kwargs) if mode == "call" and callable(attr) else attr)
+            except Exception:
+                return _error(self.env_offset + j, f"call {name!r}")
+        return self._reply(results, f"call {name!r}")
+
+    def _reply(self, payload: Any, method: str) -> bytes:
+        try:
+            return pack([OK, payload])
+        except Exception:
+            return _error(self.env_offset, f"{method} reply")
+
+    def loop(self) -> None:
+        while True:
+            try:
+                message = unpack(self.conn.recv_bytes(MAX_MESSAGE_BYTES))
+            except EOFError:  # the parent is gone
+                return
+            op = message[0]
+            if op == STEP:
+                reply = self.step()
+            elif op == RESET:
+                reply = self.reset(message[1], message[2])
+            elif op == CALL:
+                reply = self.call(*message[1:])
+            elif op == CLOSE:
+                return
+            else:
+                raise ValueError(f"unknown control message {op!r}")
+            self.conn.send_bytes(reply)
+
+
+def worker_main(conn: Connection, spec: bytes, env_offset: int, num_envs: int) -> None:
+    """Build ``num_envs`` envs from ``spec``, report their spaces (pickled, once), attach the
+    shared block named by the parent, then serve control messages until ``close`` or EOF."""
+    # Ctrl-C reaches the whole process group: the parent decides when workers stop.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    envs: list[Any] = []
+    try:
+        envs = _make_envs(spec, num_envs)
+        first = envs[0]
+        hello: dict[str, Any] = {
+            "ok": True, "env_id": _env_name(first),
+            "observation_space": first.observation_space, "action_space": first.action_space,
+            "metadata": dict(getattr(first, "metadata", {}) or {}),
+            "render_mode": getattr(first, "render_mode", None),
+            "mismatch": [
+                env_offset + j for j, env in enumerate(envs)
+                if env.observation_space != first.observation_space or env.action_space != first.action_space
+            ],
+        }
+    except Exception:
+        hello = {"ok": False, "env_index": env_offset + len(envs), "traceback": traceback.format_exc()}
+    conn.send_bytes(pickle.dumps(hello))
+    if not hello["ok"]:
+        return
+    worker = _Worker(conn, envs, env_offset)
+    try:
+        message = unpack(conn.recv_bytes(MAX_MESSAGE_BYTES))
+    except EOFError:
+        return
+    if message[0] != ATTACH:
+        raise ValueError(f"expected {ATTACH!r} first, got {message[0]!r}")
+    worker.attach(*message[1:])
+    try:
+        worker.loop()
+    finally:
+        for env in envs:
+            try:
+                env.close()
+            except Exception:
+                traceback.print_exc()
+        worker.detach()
+
+
+if __name__ == RUN_NAME:
+    _args = globals()["WORKER_ARGS"]
+    worker_main(_args["conn"], _args["spec"], _args["env_offset"], _args["num_envs"])

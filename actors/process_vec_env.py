@@ -1,0 +1,688 @@
+"""``ProcessVecEnv``: any Gymnasium env in worker processes, EnvPool-style.
+
+W worker processes each host K = num_envs / W environments and step them in a loop, so one
+message moves K env-steps. Observations, final observations, rewards, terminated, truncated and
+actions live in one shared-memory block per worker; the pipes carry only small msgpack control
+messages (``actors/env_worker.py`` is the worker side and the protocol). Two ways to step:
+
+- sync, the ``gymnasium.vector.VectorEnv`` API: ``reset(seed=s)`` seeds env i with s + i, so the
+  same seeds give the same trajectories for any W; ``step(actions)`` steps every env;
+- async: ``send(actions, env_ids)`` then ``recv()``, which returns the first ``batch_size`` envs
+  whose workers have replied (whole workers; ``env_ids`` says which), so a slow worker never
+  stalls the others. ``recv(timeout=0)`` never blocks: it returns ``None`` until a batch is
+  complete and keeps what it took. From asyncio, ``await pool.recv_async()``, or by hand::
+
+      ready = asyncio.Event()
+      for fd in pool.ready_fds():      # workers with a step in flight: reply or death
+          loop.add_reader(fd, ready.set)
+      ...await ready.wait() (with a timeout of pool.step_timeout_s), remove the readers,
+      then batch = pool.recv(timeout=0), and take ready_fds() anew before the next wait:
+      they change with what is in flight and with restarts.
+
+Autoreset is same-step (``gymnasium.vector.AutoresetMode.SAME_STEP``), with the infos of
+``SyncVectorEnv``: a finished env's returned obs is its reset obs, and ``infos["final_obs"]``,
+``infos["final_info"]`` and the masks ``infos["_final_obs"]``, ``infos["_final_info"]`` hold
+the last step's. A worker that dies or hangs past ``step_timeout_s`` is killed and restarted;
+its envs are reset and their episodes reported truncated, with the last obs seen as final obs
+(counted in ``restarts`` and ``midrange_env_worker_restarts_total``). An env that raises is an
+``EnvError`` naming the env and carrying the worker's traceback; ``reset()`` is then needed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import os
+import pickle
+import runpy
+import secrets
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
+from multiprocessing.shared_memory import SharedMemory
+from typing import Any, NamedTuple
+
+import gymnasium
+import numpy as np
+import torch
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from actors import env_worker as proto
+from monitoring.facade import Metrics
+
+log = logging.getLogger(__name__)
+
+CONTEXTS = ("spawn", "forkserver")
+"""Start methods: fork is refused (a forked torch process with threads can deadlock)."""
+RESTART_REASONS = ("died", "timeout")
+"""Why a worker was restarted: its process ended, or a reply took longer than ``step_timeout_s``."""
+
+EnvFn = Callable[[], gymnasium.Env]
+
+
+class EnvError(RuntimeError):
+    """An environment raised in its worker: ``env_index``, ``method`` and the worker's traceback."""
+
+    def __init__(self, env_index: int, method: str, worker_traceback: str, env_id: str) -> None:
+        self.env_index, self.method, self.worker_traceback = env_index, method, worker_traceback
+        last = (worker_traceback.strip().splitlines() or ["?"])[-1]
+        super().__init__(
+            f"env {env_index} ({env_id}) raised in {method}: {last}\n"
+            f"--- worker traceback ---\n{worker_traceback.rstrip()}"
+        )
+
+
+class WorkerCrashError(RuntimeError):
+    """A worker kept dying or hanging through ``max_restarts`` restarts in a row: the pool is closed."""
+
+
+class StepBatch(NamedTuple):
+    """What :meth:`ProcessVecEnv.recv` returns: row i of each array belongs to env ``env_ids[i]``."""
+
+    obs: np.ndarray
+    rewards: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    infos: dict[str, Any]
+    env_ids: np.ndarray
+
+
+@dataclass(eq=False)
+class _Worker:
+    index: int
+    envs: slice  # its global env indices
+    shm: SharedMemory | None = None
+    views: dict[str, np.ndarray] = field(default_factory=dict)
+    process: BaseProcess | None = None
+    conn: Connection | None = None
+    pending: str | None = None  # the op whose reply is awaited
+    deadline: float = math.inf
+    failures: int = 0  # restarts since its last successful step
+
+
+@dataclass
+class _Taken:
+    worker: _Worker
+    infos: dict[int, list[Any]]  # local env -> [info, final_info or None]
+    final_obs: dict[int, np.ndarray]
+
+
+class _Fault(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _array_spec(space: gymnasium.Space, role: str, env_id: str) -> proto.ArraySpec:
+    if role == "observation" and isinstance(space, spaces.Box):
+        return tuple(space.shape), space.dtype.str
+    if role == "action":
+        if isinstance(space, spaces.Discrete):
+            return (), np.dtype(np.int64).str
+        if isinstance(space, (spaces.Box, spaces.MultiDiscrete, spaces.MultiBinary)):
+            return tuple(space.shape), np.dtype(space.dtype).str
+    supported = "Box" if role == "observation" else "Discrete, MultiDiscrete, MultiBinary or Box"
+    raise ValueError(
+        f"ProcessVecEnv shares {supported} {role} spaces only; env {env_id!r} has {role} space {space}"
+    )
+
+
+def _add_info(infos: dict[str, Any], info: dict[str, Any], index: int, n: int) -> dict[str, Any]:
+    """``VectorEnv._add_info`` for a batch of ``n`` rows (the same arrays and ``_key`` masks)."""
+    for key, value in info.items():
+        if key == "final_obs":
+            array = infos.get(key)
+            if array is None:
+                array = np.full(n, None, dtype=object)
+            array[index] = value
+        elif isinstance(value, dict):
+            array = _add_info(infos.get(key, {}), value, index, n)
+        else:
+            array = infos.get(key)
+            if array is None:
+                if type(value) in (int, float, bool) or isinstance(value, np.number):
+                    array = np.zeros(n, dtype=type(value))
+                elif isinstance(value, np.ndarray):
+                    array = np.zeros((n, *value.shape), dtype=value.dtype)
+                else:
+                    array = np.full(n, None, dtype=object)
+            array[index] = value
+        mask = infos.get(f"_{key}")
+        if mask is None:
+            mask = np.zeros(n, dtype=np.bool_)
+        mask[index] = True
+        infos[key], infos[f"_{key}"] = array, mask
+    return infos
+
+
+def _shutdown(workers: list[_Worker]) -> None:
+    """Stop every worker and unlink every block; also run by the finalizer at exit."""
+    for w in workers:
+        if w.conn is not None and w.pending is None:
+            try:
+                w.conn.send_bytes(proto.pack([proto.CLOSE]))
+            except OSError:
+                pass
+    deadline = time.monotonic() + 1.0
+    for w in workers:
+        _stop_process(w, max(0.0, deadline - time.monotonic()))
+        w.views = {}
+        if w.shm is not None:
+            try:
+                w.shm.close()
+            except BufferError:  # a caller still holds a view: the mapping outlives the name
+                pass
+            try:
+                w.shm.unlink()
+            except FileNotFoundError:
+                pass
+            w.shm = None
+
+
+def _stop_process(w: _Worker, grace_s: float) -> None:
+    if w.process is not None:
+        w.process.join(grace_s)
+        if w.process.is_alive():
+            w.process.kill()
+            w.process.join(5.0)
+    if w.conn is not None:
+        w.conn.close()
+    w.process, w.conn, w.pending, w.deadline = None, None, None, math.inf
+
+
+class ProcessVecEnv(VectorEnv):
+    """Gymnasium envs stepped in worker processes through shared memory.
+
+    Args:
+        env_fn: a registered env id (made with ``gymnasium.make(env_fn, **env_kwargs)`` in the
+            workers), a picklable zero-argument callable (a top-level function or class, a
+            ``functools.partial``), or a sequence of ``num_envs`` of them; pickled once per
+            worker start.
+        num_envs: environments in all.
+        num_workers: worker processes; must divide ``num_envs``. Default: the largest divisor
+            of ``num_envs`` not above the usable CPU count.
+        batch_size: envs :meth:`recv` returns (a multiple of K = num_envs / num_workers;
+            default ``num_envs``).
+        env_kwargs: keyword arguments of ``gymnasium.make`` when ``env_fn`` is an id.
+        step_timeout_s: a worker whose step, reset or call reply takes longer is killed and
+            restarted (reason ``timeout``).
+        start_timeout_s: time a worker may take to import and build its envs.
+        max_restarts: restarts of one worker without a successful step in between before the
+            pool gives up (:class:`WorkerCrashError`).
+        context: ``"spawn"`` or ``"forkserver"``.
+        copy: False returns the pool's own arrays from :meth:`step` (overwritten next step).
+        metrics: restarts are counted in ``metrics.add_env_worker_restart(reason)``.
+    """
+
+    def __init__(
+        self, env_fn: str | EnvFn | Sequence[EnvFn], num_envs: int, num_workers: int | None = None, *,
+        batch_size: int | None = None, env_kwargs: dict[str, Any] | None = None,
+        step_timeout_s: float = 60.0, start_timeout_s: float = 120.0, max_restarts: int = 3,
+        context: str = "spawn", copy: bool = True, metrics: Metrics | None = None,
+    ) -> None:
+        if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+            raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
+        if num_workers is None:
+            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+            num_workers = max(d for d in range(1, min(cores, num_envs) + 1) if num_envs % d == 0)
+        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or not 1 <= num_workers <= num_envs \
+                or num_envs % num_workers:
+            raise ValueError(f"num_workers must divide num_envs={num_envs}, got {num_workers!r}")
+        k = num_envs // num_workers
+        batch_size = num_envs if batch_size is None else batch_size
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= num_envs \
+                or batch_size % k:
+            raise ValueError(f"batch_size must be a multiple of K={k} envs per worker up to {num_envs}, got {batch_size!r}")
+        for name, value in (("step_timeout_s", step_timeout_s), ("start_timeout_s", start_timeout_s)):
+            if not isinstance(value, (int, float)) or not 0 < value < math.inf:
+                raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+        if context not in CONTEXTS:
+            raise ValueError(f"context must be one of {CONTEXTS}, got {context!r}")
+        self.num_envs, self.envs_per_worker, self.batch_size = num_envs, k, batch_size
+        self.step_timeout_s, self.start_timeout_s = float(step_timeout_s), float(start_timeout_s)
+        self.max_restarts, self.copy, self._metrics = max_restarts, copy, metrics
+        self.restarts = dict.fromkeys(RESTART_REASONS, 0)
+        """Worker restarts by reason."""
+        self._ctx = get_context(context)
+        self._specs = self._env_specs(env_fn, env_kwargs, num_envs, num_workers, k)
+        self._workers = [_Worker(i, slice(i * k, (i + 1) * k)) for i in range(num_workers)]
+        self._finalizer = weakref.finalize(self, _shutdown, self._workers)
+        self._taken: list[_Taken] = []
+        self._needs_reset = True
+        self._seed_base: int | None = None
+        self._restart_count = [0] * num_workers
+        try:
+            self._start_all()
+        except _Fault as fault:
+            self._finalizer()
+            raise RuntimeError(f"an env worker of {env_fn!r:.100} {fault.reason} during start-up") from None
+        except BaseException:
+            self._finalizer()
+            raise
+
+    # ---- start-up --------------------------------------------------------------------------
+    @staticmethod
+    def _env_specs(env_fn: Any, env_kwargs: dict[str, Any] | None, n: int, w: int, k: int) -> list[bytes]:
+        if isinstance(env_fn, str):
+            return [pickle.dumps(("id", env_fn, dict(env_kwargs or {})))] * w
+        if env_kwargs:
+            raise ValueError("env_kwargs is for an env id; bind arguments with functools.partial instead")
+        fns = list(env_fn) if isinstance(env_fn, Sequence) else [env_fn] * n
+        if len(fns) != n or not all(callable(f) for f in fns):
+            raise ValueError(f"env_fn must be an env id, a callable or {n} callables, got {env_fn!r:.200}")
+        try:
+            return [pickle.dumps(("fns", fns[i * k:(i + 1) * k])) for i in range(w)]
+        except Exception as e:
+            raise ValueError(f"env_fn must be picklable (a top-level function or class, or a functools.partial): {e}") from e
+
+    def _start_all(self) -> None:
+        for w in self._workers:
+            self._spawn(w)
+        hellos = [self._hello(w, time.monotonic() + self.start_timeout_s) for w in self._workers]
+        first = hellos[0]
+        self.env_id = str(first["env_id"])
+        """The env's id (or class name), used in error messages."""
+        for h in hellos:
+            if h["mismatch"] or (h["observation_space"], h["action_space"]) != (first["observation_space"], first["action_space"]):
+                raise ValueError(f"all envs must share their spaces; env {self.env_id!r} differs at env {h['mismatch'] or '?'}")
+        self.single_observation_space, self.single_action_space = first["observation_space"], first["action_space"]
+        self._obs_spec = _array_spec(self.single_observation_space, "observation", self.env_id)
+        self._act_spec = _array_spec(self.single_action_space, "action", self.env_id)
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self.metadata = {**first["metadata"], "autoreset_mode": AutoresetMode.SAME_STEP}
+        self.render_mode = first["render_mode"]
+        layout, size = proto.buffer_layout(self.envs_per_worker, self._obs_spec, self._act_spec)
+        token = secrets.token_hex(3)
+        for w in self._workers:
+            w.shm = SharedMemory(create=True, size=size, name=f"mrl{os.getpid()}_{token}_{w.index}")
+            w.views = proto.buffer_views(w.shm, layout)
+            self._attach(w)
+        obs_shape, obs_dtype = self._obs_spec
+        self._obs = np.zeros((self.num_envs, *obs_shape), dtype=obs_dtype)
+        self._rewards = np.zeros(self.num_envs, dtype=np.float64)
+        self._terminated = np.zeros(self.num_envs, dtype=np.bool_)
+        self._truncated = np.zeros(self.num_envs, dtype=np.bool_)
+
+    def _spawn(self, w: _Worker) -> None:
+        parent, child = self._ctx.Pipe(duplex=True)
+        args = {"conn": child, "spec": self._specs[w.index], "env_offset": w.envs.start,
+                "num_envs": self.envs_per_worker}
+        # By file path, so the child never imports the actors package (see env_worker's docstring).
+        process = self._ctx.Process(  # type: ignore[attr-defined]
+            target=runpy.run_path, args=(proto.__file__,), name=f"env-worker-{w.index}", daemon=True,
+            kwargs={"init_globals": {"WORKER_ARGS": args}, "run_name": proto.RUN_NAME},
+        )
+        try:
+            process.start()
+        finally:
+            child.close()  # so that the worker's death reads as EOF here
+        w.process, w.conn = process, parent
+
+    def _hello(self, w: _Worker, deadline: float) -> dict[str, Any]:
+        assert w.conn is not None and w.process is not None
+        if not wait([w.conn, w.process.sentinel], max(0.0, deadline - time.monotonic())):
+            raise _Fault("timeout")
+        try:
+            hello: dict[str, Any] = pickle.loads(w.conn.recv_bytes())
+        except (EOFError, OSError):
+            raise _Fault("died") from None
+        if not hello["ok"]:
+            raise EnvError(hello["env_index"], "construction", hello["traceback"], getattr(self, "env_id", "?"))
+        return hello
+
+    def _attach(self, w: _Worker) -> None:
+        assert w.shm is not None
+        self._send(w, [proto.ATTACH, w.shm.name, list(self._obs_spec), list(self._act_spec)], None)
+
+    def _send(self, w: _Worker, message: list[Any], op: str | None) -> None:
+        assert w.conn is not None
+        w.pending, w.deadline = op, (time.monotonic() + self.step_timeout_s if op else math.inf)
+        try:
+            w.conn.send_bytes(proto.pack(message))
+        except OSError:  # a dead worker: its pending reply reads as EOF or its sentinel fires
+            pass
+
+    # ---- waiting and faults ----------------------------------------------------------------
+    def _ready(self, pending: list[_Worker], until: float) -> list[tuple[_Worker, Any, str | None]]:
+        """Wait until a pending worker replied, died or timed out (or ``until``); return
+        (worker, reply, fault) for each such worker."""
+        soonest = min(min(w.deadline for w in pending), until)
+        owner: dict[Any, _Worker] = {}
+        for w in pending:
+            assert w.conn is not None and w.process is not None
+            owner[w.conn] = owner[w.process.sentinel] = w
+        seen: dict[int, tuple[_Worker, Any, str | None]] = {}
+        for obj in wait(list(owner), max(0.0, soonest - time.monotonic())):
+            w = owner[obj]
+            if w.index in seen:
+                continue
+            assert w.conn is not None
+            if w.conn.poll():  # a reply read before a death that followed it
+                try:
+                    seen[w.index] = (w, proto.unpack(w.conn.recv_bytes(proto.MAX_MESSAGE_BYTES)), None)
+                except (EOFError, OSError):
+                    seen[w.index] = (w, None, "died")
+            else:
+                seen[w.index] = (w, None, "died")
+        now = time.monotonic()
+        for w in pending:
+            if w.index not in seen and now >= w.deadline:
+                seen[w.index] = (w, None, "timeout")
+        return list(seen.values())
+
+    def _restart(self, w: _Worker, reason: str, seeds: list[int | None] | None,
+                 options: dict[str, Any] | None) -> dict[int, Any]:
+        """Replace a dead or hung worker and reset its envs; return their reset infos.
+
+        Gives up (closing the pool) after ``max_restarts`` restarts without a successful step.
+        """
+        while True:
+            code = w.process.exitcode if w.process is not None else None
+            _stop_process(w, 0.0)
+            self.restarts[reason] += 1
+            if self._metrics is not None:
+                self._metrics.add_env_worker_restart(reason)
+            w.failures += 1
+            envs = f"envs {w.envs.start}-{w.envs.stop - 1}"
+            if w.failures > self.max_restarts:
+                self.close()
+                raise WorkerCrashError(
+                    f"env worker {w.index} ({envs} of {self.env_id!r}) {reason} (exit code {code}) "
+                    f"{w.failures} times without a successful step in between; the pool is closed"
+                )
+            log.warning("env worker %d (%s) %s (exit code %s): restarting it", w.index, envs, reason, code)
+            self._restart_count[w.index] += 1
+            if seeds is None and self._seed_base is not None:  # reproducible, and new each time
+                base = self._seed_base + self.num_envs * self._restart_count[w.index]
+                seeds = list(range(base + w.envs.start, base + w.envs.stop))
+            try:
+                self._spawn(w)
+                hello = self._hello(w, time.monotonic() + self.start_timeout_s)
+                if (hello["observation_space"], hello["action_space"]) != (self.single_observation_space, self.single_action_space):
+                    self.close()
+                    raise RuntimeError(f"restarted env worker {w.index} of {self.env_id!r} built envs with other spaces")
+                self._attach(w)
+                self._send(w, [proto.RESET, seeds or [None] * self.envs_per_worker, options], proto.RESET)
+                while not (ready := self._ready([w], math.inf)):
+                    pass
+            except _Fault as fault:
+                reason = fault.reason
+                continue
+            _, reply, fault_reason = ready[0]
+            w.pending, w.deadline = None, math.inf
+            if fault_reason is not None:
+                reason = fault_reason
+                continue
+            if reply[0] == proto.ERR:  # an env that cannot even reset: no point in going on
+                self.close()
+                raise self._env_error(reply)
+            return dict(reply[1])
+
+    def _env_error(self, reply: list[Any]) -> EnvError:
+        _, env_index, method, tb = reply
+        return EnvError(env_index, method, tb, self.env_id)
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise RuntimeError(f"ProcessVecEnv of {getattr(self, 'env_id', '?')!r} is closed")
+
+    def _pending(self, op: str) -> list[_Worker]:
+        return [w for w in self._workers if w.pending == op]
+
+    def _drain(self) -> None:
+        """Discard replies still in flight (restarting workers that died meanwhile)."""
+        self._taken.clear()
+        while pending := [w for w in self._workers if w.pending is not None]:
+            for w, _, fault in self._ready(pending, math.inf):
+                w.pending, w.deadline = None, math.inf
+                if fault is not None:
+                    self._restart(w, fault, None, None)
+
+    # ---- sync API --------------------------------------------------------------------------
+    def reset(self, *, seed: int | Sequence[int | None] | None = None,
+              options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+        """Reset every env: ``seed`` s gives env i the seed s + i; a list gives one per env."""
+        self._check_open()
+        if seed is None or isinstance(seed, (int, np.integer)):
+            self._seed_base = None if seed is None else int(seed)
+            seeds: list[int | None] = [None if seed is None else int(seed) + i for i in range(self.num_envs)]
+        else:
+            seeds = [None if s is None else int(s) for s in seed]
+            self._seed_base = None
+            if len(seeds) != self.num_envs:
+                raise ValueError(f"seed must be an int, None or {self.num_envs} seeds, got {len(seeds)}")
+        self._drain()
+        self._needs_reset = True
+        for w in self._workers:
+            self._send(w, [proto.RESET, seeds[w.envs], options], proto.RESET)
+        infos: dict[str, Any] = {}
+        error: EnvError | None = None
+        while pending := self._pending(proto.RESET):
+            for w, reply, fault in self._ready(pending, math.inf):
+                w.pending, w.deadline = None, math.inf
+                if fault is not None:
+                    per_env = self._restart(w, fault, seeds[w.envs], options)
+                elif reply[0] == proto.ERR:
+                    error = error or self._env_error(reply)
+                    continue
+                else:
+                    per_env = reply[1]
+                self._obs[w.envs] = w.views["obs"]
+                for j, info in per_env.items():
+                    _add_info(infos, info, w.envs.start + j, self.num_envs)
+        if error is not None:
+            raise error
+        self._needs_reset = False
+        return (self._obs.copy() if self.copy else self._obs), infos
+
+    def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Step every env with ``actions`` (one row per env) and wait for all of them."""
+        self.send(actions)
+        taken: list[_Taken] = []
+        error: EnvError | None = None
+        while pending := self._pending(proto.STEP):
+            for w, reply, fault in self._ready(pending, math.inf):
+                try:
+                    taken.append(self._take(w, reply, fault))
+                except EnvError as e:  # keep collecting: no reply may stay in the pipes
+                    error = error or e
+        if error is not None:
+            raise error
+        taken.sort(key=lambda t: t.worker.index)
+        infos = self._infos(taken, self.num_envs)
+        if not self.copy:
+            return self._obs, self._rewards, self._terminated, self._truncated, infos
+        return self._obs.copy(), self._rewards.copy(), self._terminated.copy(), self._truncated.copy(), infos
+
+    # ---- async API -------------------------------------------------------------------------
+    def send(self, actions: Any, env_ids: Sequence[int] | np.ndarray | None = None) -> None:
+        """Start stepping ``env_ids`` (whole workers; default all envs) with ``actions`` (one row
+        per env id, in that order). ``actions=None``: they are already in the shared blocks."""
+        self._check_open()
+        if self._needs_reset:
+            raise RuntimeError("call reset() first (before the first step and after an env error)")
+        k = self.envs_per_worker
+        ids = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids, dtype=np.int64).reshape(-1)
+        rows = ids.reshape(-1, k) if ids.size % k == 0 else None
+        if rows is None or not ids.size or (rows[:, 0] % k).any() or (rows != rows[:, :1] + np.arange(k)).any() \
+                or ids.min() < 0 or ids.max() >= self.num_envs or len(set(rows[:, 0].tolist())) != len(rows):
+            raise ValueError(f"env_ids must list whole workers' envs in order (K={k}: 0..{k - 1}, {k}..{2 * k - 1}, ...), got {ids.tolist()!r:.200}")
+        workers = [self._workers[int(first) // k] for first in rows[:, 0]]
+        busy = [w.index for w in workers if w.pending is not None]
+        if busy or any(t.worker in workers for t in self._taken):
+            raise RuntimeError(f"envs of worker(s) {busy or 'taken'} are still in flight: recv() them first")
+        if actions is not None:
+            acts = self._check_actions(actions, len(ids))
+            for i, w in enumerate(workers):
+                w.views["actions"][...] = acts[i * k:(i + 1) * k]
+        for w in workers:
+            self._send(w, [proto.STEP], proto.STEP)
+
+    def _check_actions(self, actions: Any, n: int) -> np.ndarray:
+        if isinstance(actions, torch.Tensor):
+            actions = actions.detach().cpu().numpy()
+        acts = np.asarray(actions)
+        shape, dtype = self._act_spec
+        if acts.shape != (n, *shape):
+            raise ValueError(f"actions must have shape {(n, *shape)} for {self.single_action_space}, got {acts.shape}")
+        if np.dtype(dtype).kind in "iub" and acts.dtype.kind not in "iub":
+            raise ValueError(f"actions for {self.single_action_space} must be integers, got {acts.dtype}")
+        return acts
+
+    def recv(self, timeout: float | None = None) -> StepBatch | None:
+        """The first ``batch_size`` envs whose steps are done (fewer only when no more are in
+        flight). With a ``timeout`` (0: never block) it returns None when the batch is not
+        complete by then; what it took so far is kept for the next call."""
+        self._check_open()
+        until = math.inf if timeout is None else time.monotonic() + max(0.0, timeout)
+        while sum(self.envs_per_worker for _ in self._taken) < self.batch_size:
+            pending = self._pending(proto.STEP)
+            if not pending:
+                if not self._taken:
+                    raise RuntimeError("recv() has nothing in flight: send() actions first")
+                break
+            for w, reply, fault in self._ready(pending, until):
+                self._taken.append(self._take(w, reply, fault))
+            if time.monotonic() >= until and sum(self.envs_per_worker for _ in self._taken) < self.batch_size:
+                return None
+        taken, self._taken = self._taken, []
+        ids = np.concatenate([np.arange(t.worker.envs.start, t.worker.envs.stop) for t in taken])
+        infos = self._infos(taken, len(ids))
+        return StepBatch(self._obs[ids], self._rewards[ids], self._terminated[ids], self._truncated[ids], infos, ids)
+
+    def _take(self, w: _Worker, reply: Any, fault: str | None) -> _Taken:
+        """Copy a worker's step results out of its block (or make them up after a fault)."""
+        w.pending, w.deadline = None, math.inf
+        s = w.envs
+        if fault is not None:
+            last = self._obs[s].copy()
+            resets = self._restart(w, fault, None, None)
+            self._obs[s] = w.views["obs"]
+            self._rewards[s], self._terminated[s], self._truncated[s] = 0.0, False, True
+            infos = {j: [resets.get(j, {}), {"worker_restart": fault}] for j in range(self.envs_per_worker)}
+            return _Taken(w, infos, dict(enumerate(last)))
+        if reply[0] == proto.ERR:
+            self._needs_reset = True
+            raise self._env_error(reply)
+        w.failures = 0
+        v = w.views
+        self._obs[s], self._rewards[s] = v["obs"], v["rewards"]
+        self._terminated[s], self._truncated[s] = v["terminated"], v["truncated"]
+        infos = reply[1]
+        final = {j: v["final_obs"][j].copy() for j, (_, fin) in infos.items() if fin is not None} if infos else {}
+        return _Taken(w, infos, final)
+
+    def _infos(self, taken: list[_Taken], n: int) -> dict[str, Any]:
+        infos: dict[str, Any] = {}
+        for row, t in zip(range(0, n, self.envs_per_worker), taken, strict=True):
+            for j in sorted(t.infos):
+                info, final_info = t.infos[j]
+                if final_info is not None:
+                    _add_info(infos, {"final_obs": t.final_obs[j], "final_info": final_info}, row + j, n)
+                _add_info(infos, info, row + j, n)
+        return infos
+
+    def ready_fds(self) -> list[int]:
+        """Descriptors that turn readable when a worker with a step in flight replies or dies
+        (for ``loop.add_reader``); take them anew after each :meth:`recv`."""
+        return [fd for w in self._pending(proto.STEP) if w.conn is not None and w.process is not None
+                for fd in (w.conn.fileno(), w.process.sentinel)]
+
+    def poll_ready(self) -> int:
+        """Envs whose results :meth:`recv` could return now, without blocking or receiving."""
+        pending = self._pending(proto.STEP)
+        ready = {w.index for w in pending if w.conn is not None and w.conn.poll()}
+        ready |= {w.index for w in pending if time.monotonic() >= w.deadline or (w.process and not w.process.is_alive())}
+        return self.envs_per_worker * (len(ready) + len(self._taken))
+
+    async def recv_async(self) -> StepBatch:
+        """:meth:`recv` for asyncio: waits on :meth:`ready_fds` instead of blocking the loop."""
+        loop = asyncio.get_running_loop()
+        while (batch := self.recv(timeout=0)) is None:
+            ready = asyncio.Event()
+            fds = self.ready_fds()
+            for fd in fds:
+                loop.add_reader(fd, ready.set)
+            try:
+                # A hung worker makes no descriptor readable: wake by its deadline.
+                await asyncio.wait_for(ready.wait(), self.step_timeout_s)
+            except asyncio.TimeoutError:
+                pass
+            finally:
+                for fd in fds:
+                    loop.remove_reader(fd)
+        return batch
+
+    # ---- attributes, views, closing --------------------------------------------------------
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Call ``name`` on every env (or read it, if not callable); arguments and results
+        travel msgpack-encoded."""
+        return self._call(name, "call", list(args), kwargs)
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        """Attribute ``name`` of every env."""
+        return self._call(name, "get", [], {})
+
+    def set_attr(self, name: str, values: Any) -> None:
+        """Set attribute ``name`` of every env's unwrapped env: one value each, or one for all."""
+        if not isinstance(values, (list, tuple)):
+            values = [values] * self.num_envs
+        if len(values) != self.num_envs:
+            raise ValueError(f"set_attr needs {self.num_envs} values, got {len(values)}")
+        self._call(name, "set", list(values), {})
+
+    def _call(self, name: str, mode: str, args: list[Any], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        self._check_open()
+        if self._pending(proto.STEP) or self._taken:
+            raise RuntimeError(f"{mode} {name!r} while steps are in flight: recv() them first")
+        for w in self._workers:
+            per_worker = args[w.envs] if mode == "set" else args
+            self._send(w, [proto.CALL, name, mode, per_worker, kwargs], proto.CALL)
+        results: list[Any] = [None] * self.num_envs
+        error: Exception | None = None
+        while pending := self._pending(proto.CALL):
+            for w, reply, fault in self._ready(pending, math.inf):
+                w.pending, w.deadline = None, math.inf
+                if fault is not None:
+                    self._restart(w, fault, None, None)
+                    self._needs_reset = True
+                    error = error or RuntimeError(f"env worker {w.index} {fault} during {mode} {name!r}; restarted, reset() needed")
+                elif reply[0] == proto.ERR:
+                    error = error or self._env_error(reply)
+                else:
+                    results[w.envs] = reply[1]
+        if error is not None:
+            raise error
+        return tuple(results)
+
+    def shared_arrays(self, worker: int) -> dict[str, np.ndarray]:
+        """NumPy views of worker ``worker``'s shared block (``obs``, ``final_obs``, ``actions``,
+        ``rewards``, ``terminated``, ``truncated``; K rows each), valid until :meth:`close`."""
+        return dict(self._workers[worker].views)
+
+    def shared_tensors(self, worker: int) -> dict[str, torch.Tensor]:
+        """:meth:`shared_arrays` as torch tensors on the same memory (no copy)."""
+        return {name: torch.from_numpy(a) for name, a in self._workers[worker].views.items()}
+
+    @property
+    def shared_memory_names(self) -> list[str]:
+        """Names of the shared blocks (``/dev/shm/<name>`` on Linux)."""
+        return [w.shm.name for w in self._workers if w.shm is not None]
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """Process ids of the running workers."""
+        return [w.process.pid for w in self._workers if w.process is not None and w.process.pid]
+
+    def close_extras(self, **kwargs: Any) -> None:
+        """Stop the workers (politely, then by SIGKILL after a second) and unlink the blocks."""
+        self._taken.clear()
+        self._finalizer()
