@@ -9,6 +9,7 @@ exit code 2; :func:`parse_config` raises :class:`ConfigError` for a bad name or 
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +22,9 @@ FLAG_KEYS: dict[str, str] = {
     "actors": "actors.count",
     "envs_per_actor": "actors.envs_per_actor",
     "rollout_len": "actors.rollout_len",
+    "env": "actors.env",
+    "env_kwargs": "actors.env_kwargs",
+    "workers_per_actor": "actors.workers_per_actor",
     "opponent": "actors.opponent",
     "reward": "actors.reward",
     "ring_slots": "ring.slots",
@@ -55,6 +59,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override any field, e.g. --set ppo.learning_rate=1e-3 (repeatable)")
     p.add_argument("--actors", type=int, help="number of actors (default 4)")
+    p.add_argument("--env", help="what the actors run: midrange (the air-combat sim, default), "
+                   "gym:ID (a registered Gymnasium env, e.g. gym:CartPole-v1) or package.module:factory")
+    p.add_argument("--env-kwargs", type=parse_kwargs, metavar="JSON|TOML",
+                   help="keyword arguments of the Gymnasium env, as JSON ('{\"g\": 9.8}') or a "
+                   "TOML inline table ('{g = 9.8}')")
+    p.add_argument("--workers-per-actor", type=int,
+                   help="worker processes per actor for a Gymnasium env (0: in the actor's process)")
     p.add_argument("--envs-per-actor", type=int, help="environments per actor (default by device)")
     p.add_argument("--rollout-len", type=int, help="decision steps per chunk (default by device)")
     p.add_argument("--ring-slots", type=int, help="ring slots (default 2 per actor)")
@@ -86,6 +97,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-cuda-graph", dest="cuda_graph", action="store_false", default=None,
                    help="run the rollout step eagerly on CUDA")
     return p
+
+
+def parse_kwargs(text: str) -> dict[str, Any]:
+    """``--env-kwargs``: a JSON object or a TOML inline table."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        value = parse_value(text)
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object or a TOML inline table, got {text!r}")
+    return value
 
 
 def parse_config(argv: Sequence[str] | None = None) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from learner.config import PPOConfig
+from pipeline.envs import check_env_spec
 from sim.config import SimConfig
 
 
@@ -94,10 +95,20 @@ class ActorsConfig:
 
     count: int = 4
     """Number of actors (each owns its own batch of environments)."""
+    env: str = "midrange"
+    """What the actors run: ``midrange`` (the batched air-combat sim), ``gym:ID`` (a registered
+    Gymnasium env, e.g. ``gym:CartPole-v1``) or ``package.module:factory``."""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments of a Gymnasium env (``gym.make`` or the factory)."""
+    workers_per_actor: int = 0
+    """Worker processes per actor for a Gymnasium env (its envs split between them); 0 steps
+    them in the actor's own process."""
     envs_per_actor: int = 64
-    """Environments per actor; by device when left out (64 on a CPU, 8192 on CUDA)."""
+    """Environments per actor; by device and env when left out (the sim: 64 on a CPU, 8192 on
+    CUDA; a Gymnasium env: 4)."""
     rollout_len: int = 16
-    """Decision steps per chunk (T); by device when left out (16 on a CPU, 32 on CUDA)."""
+    """Decision steps per chunk (T); by device and env when left out (the sim: 16 on a CPU, 32
+    on CUDA; a Gymnasium env: 32)."""
     opponent: str = "crank"
     """Opponent spec for ``pipeline.plugins.make_agent`` (scripted name, checkpoint or module:Class). The
     default ``crank`` fires and defends, so an untrained policy wins rarely and learning shows;
@@ -194,6 +205,10 @@ def _check_type(where: str, value: Any, annotation: Any) -> Any:
         if isinstance(value, str):
             return value
         raise ConfigError(f"{where} must be a string, got {value!r}")
+    if typing.get_origin(hint) is dict:
+        if isinstance(value, dict):
+            return dict(value)
+        raise ConfigError(f"{where} must be a table, got {value!r}")
     return value
 
 
@@ -238,6 +253,24 @@ def _table(data: dict[str, Any], name: str) -> dict[str, Any]:
     return dict(table)
 
 
+SIM_ONLY = ("actors.opponent", "actors.reward", "actors.learning_side")
+"""Options that have no meaning for a Gymnasium env (its reward and opponent are its own)."""
+
+
+def _check_gym_options(env: str, t: dict[str, dict[str, Any]], device: str) -> None:
+    """Refuse, naming them, options a Gymnasium env cannot use (rather than ignore them)."""
+    for key in SIM_ONLY:
+        section, name = key.split(".")
+        if name in t[section]:
+            raise ConfigError(f"{key} does not apply to --env {env} (a Gymnasium env has its own "
+                              "reward and no opponent)")
+    if t["sim"]:
+        raise ConfigError(f"[sim] options ({', '.join(sorted(t['sim']))}) do not apply to --env {env}")
+    if _device_is_cuda(device) and "device" in t["run"] and t["run"]["device"] != "auto":
+        raise ConfigError(f"--env {env}: Gymnasium actors and their learner run on the CPU; "
+                          f"run.device {t['run']['device']!r} is not supported with them")
+
+
 def resolve(data: dict[str, Any], device: str | None = None) -> PipelineConfig:
     """The run's whole configuration from user data (parsed TOML plus overrides).
 
@@ -258,11 +291,28 @@ def resolve(data: dict[str, Any], device: str | None = None) -> PipelineConfig:
         if not isinstance(requested, str):
             raise ConfigError(f"run.device must be a string, got {requested!r}")
         device = pick_device(requested)
+    env = t["actors"].get("env", ActorsConfig.env)
+    if not isinstance(env, str):
+        raise ConfigError(f"actors.env must be a string, got {env!r}")
+    if env != "midrange":
+        _check_gym_options(env, t, device)
+        device = "cpu"
     cuda = _device_is_cuda(device)
     t["run"]["device"] = device
     count = t["actors"].get("count", ActorsConfig.count)
     if not isinstance(count, int) or isinstance(count, bool):
         raise ConfigError(f"actors.count must be an integer, got {count!r}")
+    if env != "midrange":
+        # CleanRL's PPO for classic control (4 envs × 128 steps, 4 epochs of 4 minibatches),
+        # as 4 actors × 4 envs × 32 steps, 4 chunks a batch.
+        for section, key, value in (("run", "total_steps", 500_000), ("actors", "envs_per_actor", 4),
+                                    ("actors", "rollout_len", 32),
+                                    ("intake", "slots_per_batch", min(count, 4))):
+            t[section].setdefault(key, value)
+        gym_ppo: dict[str, Any] = {"hidden_sizes": [64, 64], "update_epochs": 4,
+                                   "num_minibatches": 4, "learning_rate": 2.5e-4}
+        for key, value in gym_ppo.items():
+            t["ppo"].setdefault(key, value)
     for section, key, value in (
         ("run", "total_steps", 2_000_000_000 if cuda else 600_000),
         ("run", "compile_sim", cuda),
@@ -339,6 +389,15 @@ def validate(config: PipelineConfig) -> None:
         value = getattr(actors, name)
         if value < 1:
             raise ConfigError(f"actors.{name} must be >= 1, got {value}")
+    if actors.workers_per_actor < 0:
+        raise ConfigError(f"actors.workers_per_actor must be >= 0, got {actors.workers_per_actor}")
+    if actors.workers_per_actor > actors.envs_per_actor:
+        raise ConfigError(f"actors.workers_per_actor ({actors.workers_per_actor}) must be <= "
+                          f"actors.envs_per_actor ({actors.envs_per_actor})")
+    try:
+        check_env_spec(actors.env)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     if actors.learning_side not in (0, 1):
         raise ConfigError(f"actors.learning_side must be 0 or 1, got {actors.learning_side}")
     for name in ("opponent", "reward"):

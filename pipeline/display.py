@@ -44,15 +44,22 @@ class Progress:
     ring_free: int
     dropped_chunks: int
     actor_failures: int
+    return_mean: float | None = None
+    """Mean return of the recent episodes (Gymnasium envs, which have no winner)."""
+
+    def outcomes(self) -> str:
+        """The recent episodes: win/draw/loss against the opponent, or the mean return."""
+        if self.return_mean is not None:
+            return f"return {self.return_mean:.1f} over {self.episodes} episodes"
+        return (f"win/draw/loss {self.win_rate:.1%}/{self.draw_rate:.1%}/{self.loss_rate:.1%} of "
+                f"{self.episodes} vs {self.opponent}")
 
     def line(self) -> str:
         """A one-line rendering for logs."""
         return (
             f"[{self.mode}] {self.elapsed_s:6.1f}s steps {self.agent_steps}/{self.total_steps} "
             f"({self.agent_steps_per_s:,.0f}/s) updates {self.updates} ({self.updates_per_s:.2f}/s) "
-            f"v{self.policy_version} lag {self.policy_lag_mean:.2f} "
-            f"win/draw/loss {self.win_rate:.1%}/{self.draw_rate:.1%}/{self.loss_rate:.1%} of "
-            f"{self.episodes} vs {self.opponent} "
+            f"v{self.policy_version} lag {self.policy_lag_mean:.2f} {self.outcomes()} "
             f"ring ready {self.ring_ready} free {self.ring_free} dropped {self.dropped_chunks} "
             f"failures {self.actor_failures}"
         )
@@ -107,8 +114,11 @@ class RichDisplay(Display):
         table.add_row("updates (/s)", f"{p.updates} ({p.updates_per_s:.2f})")
         table.add_row("policy version", str(p.policy_version))
         table.add_row("policy lag", f"{p.policy_lag_mean:.2f}")
-        table.add_row(f"win rate vs {p.opponent}", f"{p.win_rate:.1%} ({p.episodes} episodes)")
-        table.add_row("draws / losses", f"{p.draw_rate:.1%} / {p.loss_rate:.1%}")
+        if p.return_mean is not None:
+            table.add_row("mean return", f"{p.return_mean:.1f} ({p.episodes} episodes)")
+        else:
+            table.add_row(f"win rate vs {p.opponent}", f"{p.win_rate:.1%} ({p.episodes} episodes)")
+            table.add_row("draws / losses", f"{p.draw_rate:.1%} / {p.loss_rate:.1%}")
         table.add_row("ring ready / free", f"{p.ring_ready} / {p.ring_free}")
         table.add_row("dropped chunks", str(p.dropped_chunks))
         table.add_row("actor failures", str(p.actor_failures))

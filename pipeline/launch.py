@@ -30,9 +30,11 @@ from pipeline.cli import parse_config
 from pipeline.config import ConfigError, PipelineConfig, resolve
 from pipeline.config_file import to_toml
 from pipeline.display import Display, make_display
+from pipeline.envs import EnvFactory, is_sim
+from pipeline.evaluate_gym import evaluate_returns
 from pipeline.loops import BatchIntake, Budget, Run, Scheduler, drive
 from pipeline.parts import RunParts, build, check_resources
-from pipeline.progress import RunFailed, RunProgress
+from pipeline.progress import RETURN_WINDOW_EPISODES, RunFailed, RunProgress
 from pipeline.ring import RingStats
 from pipeline.rundir import claim_run_dir, default_run_dir, run_dir_of
 
@@ -74,7 +76,12 @@ def make_logger(run_dir: Path) -> logging.Logger:
 
 
 def evaluate(checkpoint: Path, config: PipelineConfig) -> str:
-    """Play the checkpoint against the scripted opponents (``pipeline.evaluate``), as a table."""
+    """Play the checkpoint against the scripted opponents (``pipeline.evaluate``), as a table;
+    on a Gymnasium env, its mean return over ``run.eval_episodes`` episodes."""
+    if not is_sim(config.actors.env):
+        factory = EnvFactory(config.actors.env, dict(config.actors.env_kwargs))
+        return evaluate_returns(checkpoint, factory, config.run.eval_episodes,
+                                seed=config.run.seed + 1).line()
     from pipeline.evaluate import format_table, play_match
 
     with torch.no_grad():
@@ -164,8 +171,10 @@ def _train(config: PipelineConfig, parts: RunParts, metrics: Metrics, display: D
     display.message(
         f"run {run_dir} · {mode} · {config.run.device} · {config.actors.count} actors × "
         f"{config.actors.envs_per_actor} envs × {config.actors.rollout_len} steps · ring "
-        f"{config.ring.slots} slots ({parts.ring.placement}) · opponent {config.actors.opponent} · "
-        f"reward {config.actors.reward} · {config.run.total_steps:,} agent-steps"
+        f"{config.ring.slots} slots ({parts.ring.placement}) · "
+        + (f"opponent {config.actors.opponent} · reward {config.actors.reward}" if is_sim(config.actors.env)
+           else f"env {config.actors.env} ({config.actors.workers_per_actor} workers per actor)")
+        + f" · {config.run.total_steps:,} agent-steps"
         + (f" · resumed at {steps_done:,}" if steps_done else "")
     )
     progress = RunProgress(parts, metrics, display, log, run_dir, steps_done, mode)
@@ -318,6 +327,11 @@ def _summarize(config: PipelineConfig, the_run: Run, progress: RunProgress, disp
             progress.metrics.set_overlap_ratio(min(both / wall, 1.0))
         lines.insert(2, f"busy: actors {actor_busy:.1f}s, learner {learner_busy:.1f}s, both at once "
                         f"{both:.1f}s ({both / wall:.0%} of wall)")
+    if progress.return_history:
+        first = next((h for h in progress.return_history if h[2] > 0), progress.return_history[0])
+        last_return = progress.return_history[-1]
+        lines.append(f"mean return (last {RETURN_WINDOW_EPISODES} episodes): {first[1]:.1f} at "
+                     f"{first[0]:,} steps → {last_return[1]:.1f} at {last_return[0]:,} steps")
     if progress.win_history:
         first = next((w for w in progress.win_history if w[2] > 0), progress.win_history[0])
         last = progress.win_history[-1]
@@ -328,7 +342,9 @@ def _summarize(config: PipelineConfig, the_run: Run, progress: RunProgress, disp
     if exit_code == 0 and not stopped and ckpt is not None and config.run.eval_episodes > 0:
         result.evaluation = evaluate(ckpt, config)
         if result.evaluation:
-            display.message("evaluation against the scripted opponents:\n" + result.evaluation)
+            what = ("against the scripted opponents" if is_sim(config.actors.env)
+                    else "with the most likely actions")
+            display.message(f"evaluation {what}:\n" + result.evaluation)
     log.info("exit code %d", exit_code)
     return result
 

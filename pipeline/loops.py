@@ -25,10 +25,11 @@ from typing import Any, Protocol, TypeVar
 
 import torch
 
-from actors.actor import ChunkInterrupted, SimActor
+from actors.actor import ChunkInterrupted
+from actors.gym_actor import GymActor
 from learner import RolloutBatch
 from monitoring import span
-from pipeline.parts import RunParts
+from pipeline.parts import Actor, RunParts
 from pipeline.ring import RingClosed, RingSlot, SlotState
 
 EVENT_POLL_S = 0.0005
@@ -53,6 +54,9 @@ class ChunkOutcome:
     """Lengths of the episodes that ended in the chunk (decision steps)."""
     slot_wait_s: float
     """Seconds the actor waited for a FREE slot."""
+    returns: torch.Tensor | None = None
+    """Returns of the episodes that ended in the chunk (Gymnasium envs; the sim reports
+    outcomes instead)."""
 
 
 @dataclass(frozen=True)
@@ -214,16 +218,20 @@ async def learner_loop(run: Run) -> None:
         await run.sched.turn()
 
 
-def write_chunk(actor: SimActor, run: Run, slot: RingSlot) -> None:
+def write_chunk(actor: Actor, run: Run, slot: RingSlot) -> None:
     """Blocking part of a chunk: pick up newer weights, then roll out into ``slot`` (given up
     between two decision steps when the run stops)."""
     actor.sync_weights(run.parts.publisher)
     actor.rollout(slot, should_stop=lambda: run.budget.stopped)
 
 
-def chunk_outcome(actor: SimActor, slot_wait_s: float) -> ChunkOutcome:
+def chunk_outcome(actor: Actor, slot_wait_s: float) -> ChunkOutcome:
     """Check the chunk's deferred errors and read its episode outcomes."""
     actor.check_errors()
+    if isinstance(actor, GymActor):
+        returns, lengths = actor.chunk_episodes()
+        return ChunkOutcome(actor.actor_id, actor.samples_per_chunk, actor.physics_steps_per_chunk,
+                            0, 0, 0, lengths, slot_wait_s, returns)
     wins, draws, losses, lengths = actor.stats.chunk_outcomes()
     return ChunkOutcome(actor.actor_id, actor.samples_per_chunk, actor.physics_steps_per_chunk,
                         int(wins), int(draws), int(losses), lengths, slot_wait_s)

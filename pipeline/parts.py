@@ -13,14 +13,19 @@ from dataclasses import dataclass
 import torch
 
 from actors.actor import SimActor
+from actors.gym_actor import GymActor
 from core.schema import RolloutSpec
-from learner import ActionSpec, PPOLearner
+from learner import ActionSpec, ActorCritic, PPOLearner
 from pipeline.config import ConfigError, PipelineConfig
+from pipeline.envs import EnvFactory, is_sim, make_vector_env, probe
 from pipeline.plugins import make_agent, make_reward
 from pipeline.ring import RolloutRing
 from pipeline.weights import WeightPublisher
 from sim import BatchedSim, ObsLayout
 from sim.device import available_memory_bytes, format_bytes
+
+Actor = SimActor | GymActor
+"""An experience producer: the sim's or a Gymnasium env's."""
 
 
 def actor_seed(base_seed: int, actor_id: int, incarnation: int) -> int:
@@ -34,21 +39,38 @@ class RunParts:
 
     config: PipelineConfig
     device: torch.device
-    layout: ObsLayout
+    layout: ObsLayout | None
+    """The sim's observation layout (None for a Gymnasium env)."""
     learner: PPOLearner
     publisher: WeightPublisher
     ring: RolloutRing
-    actors: list[SimActor]
+    actors: list[Actor]
     incarnations: list[int]
     """Restarts so far, per actor."""
+    env_factory: EnvFactory | None = None
+    """The Gymnasium env the actors run (None for the sim)."""
 
-    def build_actor(self, actor_id: int, stream: torch.cuda.Stream | None = None) -> SimActor:
+    def replica(self) -> ActorCritic:
+        """A frozen copy of the learner's policy for an actor."""
+        replica = copy.deepcopy(self.learner.policy).to(self.device).eval()
+        for p in replica.parameters():
+            p.requires_grad_(False)
+        return replica
+
+    def build_actor(self, actor_id: int, stream: torch.cuda.Stream | None = None) -> Actor:
         """A fresh actor (new environments, replica, opponent, reward) for slot ``actor_id``
         (on ``stream`` if given: a restart keeps its predecessor's CUDA stream)."""
         cfg = self.config
         inc = self.incarnations[actor_id]
         seed = actor_seed(cfg.run.seed, actor_id, inc)
         B = cfg.actors.envs_per_actor
+        if self.env_factory is not None:
+            env = make_vector_env(self.env_factory, B, cfg.actors.workers_per_actor)
+            gym_actor = GymActor(actor_id, env, cfg.actors.env, cfg.actors.rollout_len,
+                                 self.replica(), seed=seed)
+            gym_actor.sync_weights(self.publisher)
+            return gym_actor
+        assert self.layout is not None
         try:
             opponent = make_agent(
                 cfg.actors.opponent, B, self.layout, self.device, seed=seed,
@@ -60,11 +82,8 @@ class RunParts:
         except Exception as exc:  # a plug-in's constructor: its error, in one line
             raise ConfigError(f"building the opponent {cfg.actors.opponent!r} or the reward "
                               f"{cfg.actors.reward!r} raised {type(exc).__name__}: {exc}") from None
-        replica = copy.deepcopy(self.learner.policy).to(self.device).eval()
-        for p in replica.parameters():
-            p.requires_grad_(False)
         actor = SimActor(
-            actor_id, cfg.sim, B, cfg.actors.rollout_len, replica, opponent, reward,
+            actor_id, cfg.sim, B, cfg.actors.rollout_len, self.replica(), opponent, reward,
             device=self.device, seed=seed, learning_side=cfg.actors.learning_side,
             cuda_graph=cfg.run.cuda_graph and self.device.type == "cuda",
             compile_sim=cfg.run.compile_sim, stream=stream,
@@ -72,9 +91,18 @@ class RunParts:
         actor.sync_weights(self.publisher)
         return actor
 
-    def restart_actor(self, actor_id: int) -> SimActor:
+    def close(self) -> None:
+        """Close the actors' Gymnasium envs (their worker processes); nothing for the sim."""
+        for actor in self.actors:
+            if isinstance(actor, GymActor):
+                actor.close()
+
+    def restart_actor(self, actor_id: int) -> Actor:
         """Replace a failed actor by a fresh one on new environments."""
         self.incarnations[actor_id] += 1
+        old = self.actors[actor_id]
+        if isinstance(old, GymActor):
+            old.close()
         # The failed actor's stream was synchronized (pipeline.loops.recover). Reusing it
         # keeps every actor on a stream of its own: PyTorch's pool hands out 32 per device,
         # round robin, so taking a new one per restart would sooner or later share one.
@@ -82,14 +110,15 @@ class RunParts:
         return self.actors[actor_id]
 
 
-def rollout_spec(config: PipelineConfig, obs_dim: int, action_dim: int) -> RolloutSpec:
+def rollout_spec(config: PipelineConfig, obs_dim: int, action_dim: int,
+                 action_dtype: torch.dtype) -> RolloutSpec:
     """The chunks of this run (one ring slot each)."""
     return RolloutSpec(
         rollout_len=config.actors.rollout_len,
         num_envs=config.actors.envs_per_actor,
         obs_dim=obs_dim,
         action_dim=action_dim,
-        action_dtype=torch.int64 if config.sim.action_mode == "discrete" else torch.float32,
+        action_dtype=action_dtype,
     )
 
 
@@ -101,8 +130,11 @@ def check_resources(config: PipelineConfig) -> None:
     """Refuse, before allocating anything, a run whose sims, ring and learner batch would not
     fit in the device's available memory, or whose shared ring would need more file
     descriptors than the process may open (one per slot: a slot is one shared block)."""
+    if not is_sim(config.actors.env):
+        return  # small CPU envs in their own processes; the ring is checked when built
     layout = ObsLayout.from_config(config.sim)
-    spec = rollout_spec(config, layout.size, ActionSpec.for_sim(config.sim).dim)
+    spec = rollout_spec(config, layout.size, ActionSpec.for_sim(config.sim).dim,
+                        torch.int64 if config.sim.action_mode == "discrete" else torch.float32)
     sims = config.actors.count * BatchedSim.estimate_bytes(config.actors.envs_per_actor, config.sim)
     ring = config.ring.slots * spec.nbytes()
     # The learner's batch, its advantage/return workspace and minibatch copies: about three
@@ -128,18 +160,36 @@ def check_resources(config: PipelineConfig) -> None:
 def build(config: PipelineConfig) -> RunParts:
     """Construct every part for a resolved config (no checkpoint loaded yet)."""
     device = torch.device(config.run.device)
-    layout = ObsLayout.from_config(config.sim)
-    action_spec = ActionSpec.for_sim(config.sim)
-    learner = PPOLearner(config.ppo, layout.size, action_spec, device=device,
-                         obs_layout=layout.metadata())
+    factory: EnvFactory | None = None
+    layout: ObsLayout | None = None
+    if is_sim(config.actors.env):
+        layout = ObsLayout.from_config(config.sim)
+        action_spec = ActionSpec.for_sim(config.sim)
+        obs_dim, obs_meta = layout.size, layout.metadata()
+    else:
+        factory = EnvFactory(config.actors.env, dict(config.actors.env_kwargs))
+        try:
+            spaces = probe(factory)
+            action_spec = ActionSpec.from_gym(spaces.action_space)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        obs_dim = spaces.obs_dim
+        obs_meta = {"env": config.actors.env, "size": obs_dim}
+    learner = PPOLearner(config.ppo, obs_dim, action_spec, device=device, obs_layout=obs_meta)
     publisher = WeightPublisher(learner.policy)
-    spec = rollout_spec(config, layout.size, action_spec.dim)
+    spec = rollout_spec(config, obs_dim, action_spec.dim,
+                        torch.float32 if action_spec.kind == "continuous" else torch.int64)
     try:
         ring = RolloutRing(spec, config.ring.slots, config.ring.placement, device, device,
                            debug=config.run.debug)
     except ValueError as exc:
         raise ConfigError(f"ring: {exc}") from None
-    parts = RunParts(config, device, layout, learner, publisher, ring, [], [0] * config.actors.count)
+    parts = RunParts(config, device, layout, learner, publisher, ring, [], [0] * config.actors.count,
+                     env_factory=factory)
     publisher.publish(learner.policy, learner.policy_version)
-    parts.actors = [parts.build_actor(i) for i in range(config.actors.count)]
+    try:
+        parts.actors = [parts.build_actor(i) for i in range(config.actors.count)]
+    except BaseException:
+        parts.close()
+        raise
     return parts

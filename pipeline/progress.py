@@ -25,6 +25,8 @@ from pipeline.parts import RunParts
 
 WIN_WINDOW_EPISODES = 500
 """The displayed win rate covers about this many of the most recent episodes."""
+RETURN_WINDOW_EPISODES = 100
+"""The displayed mean return (Gymnasium envs) covers this many of the most recent episodes."""
 
 
 class RunFailed(RuntimeError):
@@ -74,6 +76,9 @@ class RunProgress:
         self.checkpoint_path: Path | None = None
         self.start_time = time.perf_counter()
         self._recent: collections.deque[ChunkOutcome] = collections.deque()
+        self._recent_returns: collections.deque[float] = collections.deque(maxlen=RETURN_WINDOW_EPISODES)
+        self.return_history: list[tuple[int, float, int]] = []
+        """(agent-steps, recent mean return, episodes) at every report (Gymnasium envs)."""
         self._recent_episodes = 0
         self._last_report = (self.start_time, 0, 0)
         self._last_lag_index = 0
@@ -96,6 +101,8 @@ class RunProgress:
                                      outcome.draws, outcome.losses, outcome.lengths)
         with self._lock:
             self.committed_samples += outcome.samples
+            if outcome.returns is not None:
+                self._recent_returns.extend(outcome.returns.tolist())
             self._recent.append(outcome)
             self._recent_episodes += outcome.lengths.numel()
             while (self._recent and self._recent_episodes - self._recent[0].lengths.numel()
@@ -190,7 +197,15 @@ class RunProgress:
         lags = self.lags[self._last_lag_index:]
         self._last_lag_index += len(lags)
         win_rate, draw_rate, loss_rate, episodes = self.recent_outcomes()
-        self.win_history.append((steps, win_rate, episodes))
+        return_mean = None
+        if self.parts.env_factory is not None:
+            with self._lock:
+                returns = list(self._recent_returns)
+            return_mean = sum(returns) / len(returns) if returns else 0.0
+            episodes = len(returns)
+            self.return_history.append((steps, return_mean, episodes))
+        else:
+            self.win_history.append((steps, win_rate, episodes))
         ring = self.parts.ring.stats()
         return Progress(
             mode=self.mode, device=str(self.parts.device), elapsed_s=now - self.start_time,
@@ -202,7 +217,7 @@ class RunProgress:
             win_rate=win_rate, draw_rate=draw_rate, loss_rate=loss_rate, episodes=episodes,
             opponent=self.config.actors.opponent,
             ring_ready=ring.ready, ring_free=ring.free, dropped_chunks=ring.dropped_chunks,
-            actor_failures=self.failures,
+            actor_failures=self.failures, return_mean=return_mean,
         )
 
     def report(self) -> None:

@@ -1,0 +1,58 @@
+"""``pipeline.launch --env``: any Gymnasium env trains through the same ring, learner,
+checkpoints and end-of-run evaluation; options and spaces it cannot use are refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from learner.checkpoint import read_checkpoint
+from pipeline.launch import main
+
+BASE = ["--device", "cpu", "--display", "plain", "--metrics-port", "-1", "--actors", "2"]
+
+
+def test_cartpole_trains_through_the_pipeline(tmp_path, capsys):
+    code = main([*BASE, "--env", "gym:CartPole-v1", "--total-steps", "8192", "--sync",
+                 "--run-dir", str(tmp_path / "run"), "--set", "run.eval_episodes=8", "--debug"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "samples: produced 8192 = consumed 8192 + dropped 0 + in flight 0" in out
+    assert "mean return (last 100 episodes):" in out
+    assert "gym:CartPole-v1: mean return" in out and "over 8 episodes" in out
+    state = read_checkpoint(tmp_path / "run" / "checkpoints" / "latest.pt")
+    assert state["extra"]["agent_steps"] == 8192
+    assert state["obs_layout"] == {"env": "gym:CartPole-v1", "size": 4}
+    assert "env = \"gym:CartPole-v1\"" in (tmp_path / "run" / "config.toml").read_text()
+
+
+def test_continuous_actions_and_env_kwargs(tmp_path, capsys):
+    code = main([*BASE, "--env", "gym:Pendulum-v1", "--env-kwargs", '{"g": 9.81}',
+                 "--total-steps", "1024", "--run-dir", str(tmp_path / "run"),
+                 "--set", "run.eval_episodes=2"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "gym:Pendulum-v1: mean return" in out
+    assert "[actors.env_kwargs]\ng = 9.81" in (tmp_path / "run" / "config.toml").read_text()
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--env", "gym:NoSuchEnv-v0"], "env gym:NoSuchEnv-v0: cannot be made"),
+    (["--env", "gym:CartPole-v1", "--opponent", "crank"], "actors.opponent does not apply to --env gym:CartPole-v1"),
+    (["--env", "gym:CartPole-v1", "--reward", "outcome"], "actors.reward does not apply"),
+    (["--env", "gym:CartPole-v1", "--time-scale", "2"], "[sim] options (time_scale) do not apply"),
+    (["--env", "tests.envs_for_pipeline:dict_obs"], "observation space Dict"),
+    (["--env", "tests.envs_for_pipeline:text_actions"], "action space Text"),
+    (["--env", "tests.envs_for_pipeline:raises"], "cannot be made: RuntimeError: this env cannot be built"),
+    (["--env", "nocolon"], "actors.env must be 'midrange', 'gym:ID' or 'package.module:factory'"),
+])
+def test_what_a_gymnasium_run_cannot_use_is_refused(tmp_path, capsys, extra, message):
+    assert main([*BASE, "--run-dir", str(tmp_path / "run"), *extra]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "run").exists()
+
+
+def test_envs_is_not_a_prefix_of_envs_per_actor(capsys):
+    with pytest.raises(SystemExit):
+        main(["--envs", "4"])
+    assert "unrecognized arguments: --envs" in capsys.readouterr().err
