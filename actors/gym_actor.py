@@ -146,11 +146,19 @@ class GymActor:
             return torch.clamp(actions, self._low, self._high).numpy()
         return actions.numpy()
 
+    def _act(self) -> tuple[Tensor, Tensor, Tensor, np.ndarray]:
+        actions, log_probs, values = self.policy.act(self._obs, generator=self.rng)
+        return actions, log_probs, values, self._env_actions(actions)
+
     def step_into(self, targets: StepTargets) -> None:
-        """One decision step for every environment, its outputs written to ``targets``."""
-        own = self._obs
-        actions, log_probs, values = self.policy.act(own, generator=self.rng)
-        obs, reward, terminated, truncated, info = self.env.step(self._env_actions(actions))
+        """One decision step for every environment (a blocking env step), written to ``targets``."""
+        actions, log_probs, values, env_actions = self._act()
+        obs, reward, terminated, truncated, info = self.env.step(env_actions)
+        self._record(targets, actions, log_probs, values, obs, reward, terminated, truncated, info)
+
+    def _record(self, targets: StepTargets, actions: Tensor, log_probs: Tensor, values: Tensor,
+                obs: Any, reward: Any, terminated: Any, truncated: Any, info: dict[str, Any]) -> None:
+        """Write one step's outputs to ``targets`` and move to the next observation."""
         reward_t = torch.as_tensor(np.asarray(reward), dtype=torch.float32)
         if not bool(torch.isfinite(reward_t).all()):
             raise ContractViolation(f"env {self.env_name} returned non-finite rewards")
@@ -160,7 +168,7 @@ class GymActor:
         if bool(trunc.any()):
             final = self._obs_with_finals(obs, info, trunc)
             self._bootstrap.copy_(torch.where(trunc, self.policy.get_value(final), 0.0))
-        step = GymDecisionStep(obs=own, actions=actions, log_probs=log_probs, values=values,
+        step = GymDecisionStep(obs=self._obs, actions=actions, log_probs=log_probs, values=values,
                                rewards=reward_t, bootstrap_values=self._bootstrap,
                                result=EnvStepResult(term, trunc))
         for f in self.spec.step_fields:
@@ -202,6 +210,43 @@ class GymActor:
                     raise ChunkInterrupted(f"actor {self.actor_id}: stopped at step {t}")
                 self.step_into(StepTargets(slot.row(t), done, lengths))
             slot.next_values.copy_(self.policy.get_value(self._obs))
+        self.chunks_written += 1
+
+    @property
+    def steps_on_event_loop(self) -> bool:
+        """Whether :meth:`rollout_async` can await the env's workers from an event loop."""
+        return hasattr(self.env, "recv_async") and hasattr(self.env, "send")
+
+    @torch.no_grad()
+    async def rollout_async(self, slot: Rollout, should_stop: Callable[[], bool] | None = None) -> None:
+        """:meth:`rollout` on an event loop: the policy acts, the actions go to the worker
+        processes, and the loop awaits their replies (readers on their pipes, no busy wait),
+        free for the learner and the other actors meanwhile."""
+        if slot.spec != self.spec:
+            raise ValueError(f"slot does not match actor {self.actor_id}'s chunks: "
+                             f"{slot.spec.difference(self.spec)} (slot vs actor)")
+        env: Any = self.env
+        self._chunk_returns, self._chunk_lengths = [], []
+        done = torch.zeros(self.num_envs, dtype=torch.bool)
+        lengths = torch.zeros(self.num_envs, dtype=torch.int64)
+        for t in range(self.rollout_len):
+            if should_stop is not None and should_stop():
+                raise ChunkInterrupted(f"actor {self.actor_id}: stopped at step {t}")
+            actions, log_probs, values, env_actions = self._act()
+            env.send(env_actions)
+            batch = await env.recv_async()
+            if len(batch.env_ids) != self.num_envs:
+                raise ValueError(f"env {self.env_name}: the pool returned {len(batch.env_ids)} envs, "
+                                 f"not all {self.num_envs} (the actor needs batch_size = num_envs)")
+            # Workers reply in the order they finish: put the rows back in env order.
+            order = np.argsort(batch.env_ids)
+            infos = dict(batch.infos)
+            if "final_obs" in infos:
+                infos["final_obs"] = np.asarray(infos["final_obs"], dtype=object)[order]
+            self._record(StepTargets(slot.row(t), done, lengths), actions, log_probs, values,
+                         batch.obs[order], batch.rewards[order], batch.terminated[order],
+                         batch.truncated[order], infos)
+        slot.next_values.copy_(self.policy.get_value(self._obs))
         self.chunks_written += 1
 
     def chunk_episodes(self) -> tuple[Tensor, Tensor]:

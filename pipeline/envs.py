@@ -83,12 +83,13 @@ def probe(factory: EnvFactory) -> EnvSpaces:
         env.close()
 
 
-def make_vector_env(factory: EnvFactory, num_envs: int, workers: int) -> gym.vector.VectorEnv:
+def make_vector_env(factory: EnvFactory, num_envs: int, workers: int,
+                    metrics: Any = None) -> gym.vector.VectorEnv:
     """``num_envs`` copies of the env resetting in the same step: in ``workers`` worker
     processes, or in this process when ``workers`` is 0."""
     if workers > 0:
         from actors.process_vec_env import ProcessVecEnv
 
-        return ProcessVecEnv(factory, num_envs, num_workers=workers)
+        return ProcessVecEnv(factory, num_envs, num_workers=workers, metrics=metrics)
     return gym.vector.SyncVectorEnv([factory] * num_envs,
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)

@@ -105,7 +105,8 @@ def run(config: PipelineConfig) -> RunResult:
         torch.set_num_threads(1)
     torch.manual_seed(config.run.seed)
     check_resources(config)
-    parts = build(config)
+    metrics = Metrics()
+    parts = build(config, metrics)
     steps_done = 0
     resumed = run_dir_of(config.run.resume) if config.run.resume else None
     fresh = resumed is not None and not any((resumed / "checkpoints").glob("*.pt"))
@@ -119,7 +120,6 @@ def run(config: PipelineConfig) -> RunResult:
         parts.publisher.publish(parts.learner.policy, parts.learner.policy_version)
         for actor in parts.actors:
             actor.sync_weights(parts.publisher)
-    metrics = Metrics()
     metrics.watch_ring(parts.ring)
     exporter = None
     if config.run.metrics_port >= 0:
@@ -151,6 +151,7 @@ def run(config: PipelineConfig) -> RunResult:
         started = True
         return _train(config, parts, metrics, display, log, path, steps_done, exporter)
     finally:
+        parts.close()  # a Gymnasium env's worker processes
         owned.release(keep=started)
 
 

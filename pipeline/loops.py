@@ -19,7 +19,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -139,6 +139,14 @@ class Scheduler:
             if busy:
                 self.hooks.on_busy(role, start, time.perf_counter())
 
+    async def watch(self, role: str, work: Awaitable[R]) -> R:
+        """Await ``work`` running on the event loop itself, counted as ``role``'s busy time."""
+        start = time.perf_counter()
+        try:
+            return await work
+        finally:
+            self.hooks.on_busy(role, start, time.perf_counter())
+
     async def written(self, slot: RingSlot) -> None:
         """Wait until the device finished writing ``slot`` (CUDA; at once on the CPU)."""
         event = slot.written_event
@@ -195,7 +203,11 @@ async def actor_loop(run: Run, actor_id: int) -> None:
         wait_s = time.perf_counter() - start
         actor = run.parts.actors[actor_id]
         try:
-            await run.sched.run("actor", write_chunk, actor, run, slot)
+            if isinstance(actor, GymActor) and actor.steps_on_event_loop and not run.sched.sync:
+                # Its env steps in worker processes: await them here, not in a thread.
+                await run.sched.watch("actor", write_chunk_async(actor, run, slot))
+            else:
+                await run.sched.run("actor", write_chunk, actor, run, slot)
             await run.sched.written(slot)
             outcome = chunk_outcome(actor, wait_s)  # host reads: at the chunk boundary only
             ring.commit(slot, actor.policy_version)
@@ -223,6 +235,12 @@ def write_chunk(actor: Actor, run: Run, slot: RingSlot) -> None:
     between two decision steps when the run stops)."""
     actor.sync_weights(run.parts.publisher)
     actor.rollout(slot, should_stop=lambda: run.budget.stopped)
+
+
+async def write_chunk_async(actor: GymActor, run: Run, slot: RingSlot) -> None:
+    """:func:`write_chunk` for an actor whose env steps in worker processes."""
+    actor.sync_weights(run.parts.publisher)
+    await actor.rollout_async(slot, should_stop=lambda: run.budget.stopped)
 
 
 def chunk_outcome(actor: Actor, slot_wait_s: float) -> ChunkOutcome:

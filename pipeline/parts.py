@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import resource
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -49,6 +50,8 @@ class RunParts:
     """Restarts so far, per actor."""
     env_factory: EnvFactory | None = None
     """The Gymnasium env the actors run (None for the sim)."""
+    metrics: Any = None
+    """The run's ``monitoring.Metrics`` (worker pools count their restarts there)."""
 
     def replica(self) -> ActorCritic:
         """A frozen copy of the learner's policy for an actor."""
@@ -65,7 +68,7 @@ class RunParts:
         seed = actor_seed(cfg.run.seed, actor_id, inc)
         B = cfg.actors.envs_per_actor
         if self.env_factory is not None:
-            env = make_vector_env(self.env_factory, B, cfg.actors.workers_per_actor)
+            env = make_vector_env(self.env_factory, B, cfg.actors.workers_per_actor, self.metrics)
             gym_actor = GymActor(actor_id, env, cfg.actors.env, cfg.actors.rollout_len,
                                  self.replica(), seed=seed)
             gym_actor.sync_weights(self.publisher)
@@ -157,7 +160,7 @@ def check_resources(config: PipelineConfig) -> None:
                 f"descriptors plus about {FDS_SPARE}, but the limit is {soft} (ulimit -n)")
 
 
-def build(config: PipelineConfig) -> RunParts:
+def build(config: PipelineConfig, metrics: Any = None) -> RunParts:
     """Construct every part for a resolved config (no checkpoint loaded yet)."""
     device = torch.device(config.run.device)
     factory: EnvFactory | None = None
@@ -185,7 +188,7 @@ def build(config: PipelineConfig) -> RunParts:
     except ValueError as exc:
         raise ConfigError(f"ring: {exc}") from None
     parts = RunParts(config, device, layout, learner, publisher, ring, [], [0] * config.actors.count,
-                     env_factory=factory)
+                     env_factory=factory, metrics=metrics)
     publisher.publish(learner.policy, learner.policy_version)
     try:
         parts.actors = [parts.build_actor(i) for i in range(config.actors.count)]

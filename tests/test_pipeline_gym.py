@@ -25,6 +25,18 @@ def test_cartpole_trains_through_the_pipeline(tmp_path, capsys):
     assert "env = \"gym:CartPole-v1\"" in (tmp_path / "run" / "config.toml").read_text()
 
 
+def test_worker_processes_step_the_envs_and_are_gone_after_the_run(tmp_path, capsys):
+    import multiprocessing
+
+    code = main([*BASE, "--env", "gym:CartPole-v1", "--workers-per-actor", "2", "--total-steps",
+                 "4096", "--run-dir", str(tmp_path / "run"), "--set", "run.eval_episodes=2"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "(2 workers per actor)" in out
+    assert "samples: produced 4096 = consumed 4096" in out
+    assert multiprocessing.active_children() == []
+
+
 def test_continuous_actions_and_env_kwargs(tmp_path, capsys):
     code = main([*BASE, "--env", "gym:Pendulum-v1", "--env-kwargs", '{"g": 9.81}',
                  "--total-steps", "1024", "--run-dir", str(tmp_path / "run"),
