@@ -1,12 +1,12 @@
-"""The worker-process side of :class:`actors.process_vec_env.ProcessVecEnv`, and the protocol
-both sides speak.
+"""One env worker process: the worker side, the parent's handle on it, and the protocol.
 
 A worker hosts K environments and steps them in a loop, so one message moves K env-steps.
 Observations, final observations, rewards, terminated, truncated and actions live in one
 shared-memory block per worker (:func:`buffer_layout`), written in place; the pipe carries only
 small msgpack-encoded control messages (:func:`pack` / :func:`unpack`, at most
-:data:`MAX_MESSAGE_BYTES`). Pickle is used once, at start-up: the env factory goes in, the
-spaces come back.
+:data:`MAX_MESSAGE_BYTES`). Pickle is used once per start: the env factory goes in, the spaces
+come back. :class:`WorkerHandle` is the parent's end (start, hand-shake, send, wait, stop);
+``actors/process_vec_env.py`` drives many of them.
 
 The parent starts a worker with ``runpy.run_path`` on this file rather than importing it: a
 spawned child then imports the standard library, NumPy, msgpack and whatever the env needs,
@@ -16,12 +16,19 @@ file imports nothing of ours.
 
 from __future__ import annotations
 
+import math
 import pickle
+import runpy
+import select
 import signal
 import sys
+import time
 import traceback
+from dataclasses import dataclass, field
 from multiprocessing import resource_tracker
-from multiprocessing.connection import Connection
+from multiprocessing.connection import Connection, wait
+from multiprocessing.context import BaseContext
+from multiprocessing.process import BaseProcess
 from multiprocessing.shared_memory import SharedMemory
 from typing import Any
 
@@ -125,6 +132,153 @@ def attach_untracked(name: str) -> SharedMemory:
         resource_tracker.register = register
 
 
+class EnvError(RuntimeError):
+    """An environment raised in its worker: ``env_index``, ``method`` and the worker's traceback."""
+
+    def __init__(self, env_index: int, method: str, worker_traceback: str, env_id: str) -> None:
+        self.env_index, self.method, self.worker_traceback = env_index, method, worker_traceback
+        last = (worker_traceback.strip().splitlines() or ["?"])[-1]
+        super().__init__(
+            f"env {env_index} ({env_id}) raised in {method}: {last}\n"
+            f"--- worker traceback ---\n{worker_traceback.rstrip()}"
+        )
+
+
+class WorkerFault(Exception):
+    """A worker ``died`` (its process ended) or hit a ``timeout`` (no reply in time)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+# ---- the parent's end ------------------------------------------------------------------------
+@dataclass(eq=False)
+class WorkerHandle:
+    """The parent's handle on one worker process and its shared block (which outlives restarts)."""
+
+    index: int
+    envs: slice
+    """The global indices of its envs."""
+    shm: SharedMemory | None = None
+    views: dict[str, np.ndarray] = field(default_factory=dict)
+    process: BaseProcess | None = None
+    conn: Connection | None = None
+    pending: str | None = None
+    """The op whose reply is awaited, if any."""
+    deadline: float = math.inf
+    failures: int = 0
+    """Restarts since its last successful step."""
+
+    def spawn(self, ctx: BaseContext, spec: bytes) -> None:
+        """Start the process (by file path, see the module docstring); returns at once."""
+        parent, child = ctx.Pipe(duplex=True)
+        args = {"conn": child, "spec": spec, "env_offset": self.envs.start,
+                "num_envs": self.envs.stop - self.envs.start}
+        process = ctx.Process(  # type: ignore[attr-defined]
+            target=runpy.run_path, args=(__file__,), name=f"env-worker-{self.index}", daemon=True,
+            kwargs={"init_globals": {"WORKER_ARGS": args}, "run_name": RUN_NAME},
+        )
+        try:
+            process.start()
+        finally:
+            child.close()  # so that the worker's death reads as EOF here
+        self.process, self.conn = process, parent
+
+    def hello(self, deadline: float) -> dict[str, Any]:
+        """The worker's report once its envs are built (pickled: spaces, env id, metadata)."""
+        assert self.conn is not None and self.process is not None
+        if not wait([self.conn, self.process.sentinel], max(0.0, deadline - time.monotonic())):
+            raise WorkerFault("timeout")
+        try:
+            report: dict[str, Any] = pickle.loads(self.conn.recv_bytes())
+        except (EOFError, OSError):
+            raise WorkerFault("died") from None
+        return report
+
+    def send(self, message: list[Any] | bytes, op: str | None, timeout_s: float = math.inf) -> None:
+        """Send a control message; ``op`` (with its ``timeout_s``) is what the reply will answer."""
+        assert self.conn is not None
+        self.pending, self.deadline = op, (time.monotonic() + timeout_s if op else math.inf)
+        try:
+            self.conn.send_bytes(message if isinstance(message, bytes) else pack(message))
+        except OSError:  # a dead worker: its pending reply reads as EOF or its sentinel fires
+            pass
+
+    def stop(self, grace_s: float) -> None:
+        """Wait up to ``grace_s`` for the process to end, then SIGKILL it; close the pipe."""
+        if self.process is not None:
+            self.process.join(grace_s)
+            if self.process.is_alive():
+                self.process.kill()
+                self.process.join(5.0)
+        if self.conn is not None:
+            self.conn.close()
+        self.process, self.conn, self.pending, self.deadline = None, None, None, math.inf
+
+    def release(self) -> None:
+        """Unlink the shared block (a view still held elsewhere keeps the memory, not the name)."""
+        self.views = {}
+        if self.shm is not None:
+            try:
+                self.shm.close()
+            except BufferError:
+                pass
+            try:
+                self.shm.unlink()
+            except FileNotFoundError:
+                pass
+            self.shm = None
+
+
+def wait_ready(pending: list[WorkerHandle], until: float) -> list[tuple[WorkerHandle, Any, str | None]]:
+    """Wait until a pending worker replied, died or timed out (or ``until``, monotonic); return
+    (handle, reply, fault reason) for each such worker."""
+    # One poll over every pipe and process sentinel: a reply, an EOF and a death all wake it.
+    poller = select.poll()
+    owner: dict[int, tuple[WorkerHandle, bool]] = {}
+    for h in pending:
+        assert h.conn is not None and h.process is not None
+        for fd, is_pipe in ((h.conn.fileno(), True), (h.process.sentinel, False)):
+            owner[fd] = (h, is_pipe)
+            poller.register(fd, select.POLLIN)
+    wait_s = min(min(h.deadline for h in pending), until) - time.monotonic()
+    readable: dict[int, tuple[WorkerHandle, bool]] = {}
+    for fd, _ in poller.poll(None if wait_s == math.inf else max(0.0, wait_s) * 1e3):
+        h, is_pipe = owner[fd]
+        readable[h.index] = (h, is_pipe or readable.get(h.index, (h, False))[1])
+    seen: dict[int, tuple[WorkerHandle, Any, str | None]] = {}
+    for h, pipe_readable in readable.values():
+        seen[h.index] = (h, None, "died")  # a sentinel alone: the process ended
+        if pipe_readable:  # a reply (even one sent just before dying), or EOF
+            assert h.conn is not None
+            try:
+                seen[h.index] = (h, unpack(h.conn.recv_bytes(MAX_MESSAGE_BYTES)), None)
+            except (EOFError, OSError):
+                pass
+    now = time.monotonic()
+    for h in pending:
+        if h.index not in seen and now >= h.deadline:
+            seen[h.index] = (h, None, "timeout")
+    return list(seen.values())
+
+
+def shutdown(handles: list[WorkerHandle]) -> None:
+    """Stop every worker (``close`` first, SIGKILL after a second) and unlink every block; the
+    pool's finalizer, so also run at interpreter exit."""
+    for h in handles:
+        if h.conn is not None and h.pending is None:
+            try:
+                h.conn.send_bytes(pack([CLOSE]))
+            except OSError:
+                pass
+    deadline = time.monotonic() + 1.0
+    for h in handles:
+        h.stop(max(0.0, deadline - time.monotonic()))
+        h.release()
+
+
+# ---- the worker's end ------------------------------------------------------------------------
 def _error(env_index: int, method: str) -> bytes:
     # The traceback text travels as a string: the parent re-raises it naming the env.
     return pack([ERR, env_index, method, traceback.format_exc()])
@@ -148,7 +302,7 @@ def _env_name(env: Any) -> str:
     return type(getattr(env, "unwrapped", env)).__name__
 
 
-class _Worker:
+class _EnvLoop:
     """The K environments of one worker and its loop."""
 
     def __init__(self, conn: Connection, envs: list[Any], env_offset: int) -> None:
@@ -274,7 +428,7 @@ def worker_main(conn: Connection, spec: bytes, env_offset: int, num_envs: int) -
     conn.send_bytes(pickle.dumps(hello))
     if not hello["ok"]:
         return
-    worker = _Worker(conn, envs, env_offset)
+    worker = _EnvLoop(conn, envs, env_offset)
     try:
         message = unpack(conn.recv_bytes(MAX_MESSAGE_BYTES))
     except EOFError:

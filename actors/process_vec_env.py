@@ -3,29 +3,34 @@
 W worker processes each host K = num_envs / W environments and step them in a loop, so one
 message moves K env-steps. Observations, final observations, rewards, terminated, truncated and
 actions live in one shared-memory block per worker; the pipes carry only small msgpack control
-messages (``actors/env_worker.py`` is the worker side and the protocol). Two ways to step:
+messages (``actors/env_worker.py``: the worker side and the protocol). Two ways to step:
 
 - sync, the ``gymnasium.vector.VectorEnv`` API: ``reset(seed=s)`` seeds env i with s + i, so the
   same seeds give the same trajectories for any W; ``step(actions)`` steps every env;
 - async: ``send(actions, env_ids)`` then ``recv()``, which returns the first ``batch_size`` envs
   whose workers have replied (whole workers; ``env_ids`` says which), so a slow worker never
   stalls the others. ``recv(timeout=0)`` never blocks: it returns ``None`` until a batch is
-  complete and keeps what it took. From asyncio, ``await pool.recv_async()``, or by hand::
+  complete, keeping what it took. From asyncio, ``await pool.recv_async()``, or by hand::
 
       ready = asyncio.Event()
-      for fd in pool.ready_fds():      # workers with a step in flight: reply or death
+      for fd in pool.ready_fds():      # workers with a step in flight: a reply or a death
           loop.add_reader(fd, ready.set)
-      ...await ready.wait() (with a timeout of pool.step_timeout_s), remove the readers,
-      then batch = pool.recv(timeout=0), and take ready_fds() anew before the next wait:
-      they change with what is in flight and with restarts.
+      # await ready.wait() with a timeout of pool.step_timeout_s (a hung worker makes no fd
+      # readable), remove the readers, then batch = pool.recv(timeout=0) (None: not yet a
+      # whole batch; wait again). Take ready_fds() anew each time: they change with what is
+      # in flight and with restarts.
 
-Autoreset is same-step (``gymnasium.vector.AutoresetMode.SAME_STEP``), with the infos of
+Autoreset is same-step (``gymnasium.vector.AutoresetMode.SAME_STEP``) with the infos of
 ``SyncVectorEnv``: a finished env's returned obs is its reset obs, and ``infos["final_obs"]``,
 ``infos["final_info"]`` and the masks ``infos["_final_obs"]``, ``infos["_final_info"]`` hold
 the last step's. A worker that dies or hangs past ``step_timeout_s`` is killed and restarted;
 its envs are reset and their episodes reported truncated, with the last obs seen as final obs
-(counted in ``restarts`` and ``midrange_env_worker_restarts_total``). An env that raises is an
-``EnvError`` naming the env and carrying the worker's traceback; ``reset()`` is then needed.
+and ``final_info["worker_restart"]`` the reason (counted in ``restarts`` and in
+``midrange_env_worker_restarts_total``). An env that raises is an ``EnvError`` naming the env
+and carrying the worker's traceback; ``reset()`` is then needed.
+
+With the spawn start method each worker also imports the main script, as Python's
+multiprocessing does: keep its top-level imports light, or use ``context="forkserver"``.
 """
 
 from __future__ import annotations
@@ -35,15 +40,12 @@ import logging
 import math
 import os
 import pickle
-import runpy
 import secrets
 import time
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing import get_context
-from multiprocessing.connection import Connection, wait
-from multiprocessing.process import BaseProcess
 from multiprocessing.shared_memory import SharedMemory
 from typing import Any, NamedTuple
 
@@ -55,28 +57,19 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from actors import env_worker as proto
+from actors.env_worker import EnvError, WorkerFault, WorkerHandle, wait_ready
 from monitoring.facade import Metrics
 
 log = logging.getLogger(__name__)
 
 CONTEXTS = ("spawn", "forkserver")
-"""Start methods: fork is refused (a forked torch process with threads can deadlock)."""
+"""Start methods: fork is refused (a forked process of a threaded torch parent can deadlock)."""
 RESTART_REASONS = ("died", "timeout")
 """Why a worker was restarted: its process ended, or a reply took longer than ``step_timeout_s``."""
 
 EnvFn = Callable[[], gymnasium.Env]
 
-
-class EnvError(RuntimeError):
-    """An environment raised in its worker: ``env_index``, ``method`` and the worker's traceback."""
-
-    def __init__(self, env_index: int, method: str, worker_traceback: str, env_id: str) -> None:
-        self.env_index, self.method, self.worker_traceback = env_index, method, worker_traceback
-        last = (worker_traceback.strip().splitlines() or ["?"])[-1]
-        super().__init__(
-            f"env {env_index} ({env_id}) raised in {method}: {last}\n"
-            f"--- worker traceback ---\n{worker_traceback.rstrip()}"
-        )
+__all__ = ["EnvError", "ProcessVecEnv", "StepBatch", "WorkerCrashError"]
 
 
 class WorkerCrashError(RuntimeError):
@@ -94,33 +87,25 @@ class StepBatch(NamedTuple):
     env_ids: np.ndarray
 
 
-@dataclass(eq=False)
-class _Worker:
-    index: int
-    envs: slice  # its global env indices
-    shm: SharedMemory | None = None
-    views: dict[str, np.ndarray] = field(default_factory=dict)
-    process: BaseProcess | None = None
-    conn: Connection | None = None
-    pending: str | None = None  # the op whose reply is awaited
-    deadline: float = math.inf
-    failures: int = 0  # restarts since its last successful step
-
-
 @dataclass
 class _Taken:
-    worker: _Worker
+    """A worker's step results, copied out of its block, not yet returned by recv()."""
+
+    worker: WorkerHandle
     infos: dict[int, list[Any]]  # local env -> [info, final_info or None]
     final_obs: dict[int, np.ndarray]
 
 
-class _Fault(Exception):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
+class _InfoRows(VectorEnv):
+    """Gymnasium's own info batching (``VectorEnv._add_info``: arrays plus ``_key`` masks) for
+    ``n`` rows, so infos match ``SyncVectorEnv``'s exactly."""
+
+    def __init__(self, n: int) -> None:
+        self.num_envs = n
 
 
 def _array_spec(space: gymnasium.Space, role: str, env_id: str) -> proto.ArraySpec:
+    """How one env's observation or action lies in the shared block; other spaces are refused."""
     if role == "observation" and isinstance(space, spaces.Box):
         return tuple(space.shape), space.dtype.str
     if role == "action":
@@ -129,72 +114,13 @@ def _array_spec(space: gymnasium.Space, role: str, env_id: str) -> proto.ArraySp
         if isinstance(space, (spaces.Box, spaces.MultiDiscrete, spaces.MultiBinary)):
             return tuple(space.shape), np.dtype(space.dtype).str
     supported = "Box" if role == "observation" else "Discrete, MultiDiscrete, MultiBinary or Box"
-    raise ValueError(
-        f"ProcessVecEnv shares {supported} {role} spaces only; env {env_id!r} has {role} space {space}"
-    )
+    raise ValueError(f"ProcessVecEnv shares {supported} {role} spaces only; env {env_id!r} has {role} space {space}")
 
 
-def _add_info(infos: dict[str, Any], info: dict[str, Any], index: int, n: int) -> dict[str, Any]:
-    """``VectorEnv._add_info`` for a batch of ``n`` rows (the same arrays and ``_key`` masks)."""
-    for key, value in info.items():
-        if key == "final_obs":
-            array = infos.get(key)
-            if array is None:
-                array = np.full(n, None, dtype=object)
-            array[index] = value
-        elif isinstance(value, dict):
-            array = _add_info(infos.get(key, {}), value, index, n)
-        else:
-            array = infos.get(key)
-            if array is None:
-                if type(value) in (int, float, bool) or isinstance(value, np.number):
-                    array = np.zeros(n, dtype=type(value))
-                elif isinstance(value, np.ndarray):
-                    array = np.zeros((n, *value.shape), dtype=value.dtype)
-                else:
-                    array = np.full(n, None, dtype=object)
-            array[index] = value
-        mask = infos.get(f"_{key}")
-        if mask is None:
-            mask = np.zeros(n, dtype=np.bool_)
-        mask[index] = True
-        infos[key], infos[f"_{key}"] = array, mask
-    return infos
-
-
-def _shutdown(workers: list[_Worker]) -> None:
-    """Stop every worker and unlink every block; also run by the finalizer at exit."""
-    for w in workers:
-        if w.conn is not None and w.pending is None:
-            try:
-                w.conn.send_bytes(proto.pack([proto.CLOSE]))
-            except OSError:
-                pass
-    deadline = time.monotonic() + 1.0
-    for w in workers:
-        _stop_process(w, max(0.0, deadline - time.monotonic()))
-        w.views = {}
-        if w.shm is not None:
-            try:
-                w.shm.close()
-            except BufferError:  # a caller still holds a view: the mapping outlives the name
-                pass
-            try:
-                w.shm.unlink()
-            except FileNotFoundError:
-                pass
-            w.shm = None
-
-
-def _stop_process(w: _Worker, grace_s: float) -> None:
-    if w.process is not None:
-        w.process.join(grace_s)
-        if w.process.is_alive():
-            w.process.kill()
-            w.process.join(5.0)
-    if w.conn is not None:
-        w.conn.close()
-    w.process, w.conn, w.pending, w.deadline = None, None, None, math.inf
+def _check_positive_int(name: str, value: Any, maximum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
+        raise ValueError(f"{name} must be an int in [1, {maximum}], got {value!r}")
+    return value
 
 
 class ProcessVecEnv(VectorEnv):
@@ -217,7 +143,8 @@ class ProcessVecEnv(VectorEnv):
         max_restarts: restarts of one worker without a successful step in between before the
             pool gives up (:class:`WorkerCrashError`).
         context: ``"spawn"`` or ``"forkserver"``.
-        copy: False returns the pool's own arrays from :meth:`step` (overwritten next step).
+        copy: False returns the pool's own arrays from :meth:`reset` and :meth:`step`
+            (overwritten by the next call).
         metrics: restarts are counted in ``metrics.add_env_worker_restart(reason)``.
     """
 
@@ -227,21 +154,18 @@ class ProcessVecEnv(VectorEnv):
         step_timeout_s: float = 60.0, start_timeout_s: float = 120.0, max_restarts: int = 3,
         context: str = "spawn", copy: bool = True, metrics: Metrics | None = None,
     ) -> None:
-        if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
-            raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
+        num_envs = _check_positive_int("num_envs", num_envs, 1 << 20)
         if num_workers is None:
             cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
             num_workers = max(d for d in range(1, min(cores, num_envs) + 1) if num_envs % d == 0)
-        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or not 1 <= num_workers <= num_envs \
-                or num_envs % num_workers:
-            raise ValueError(f"num_workers must divide num_envs={num_envs}, got {num_workers!r}")
+        if _check_positive_int("num_workers", num_workers, num_envs) and num_envs % num_workers:
+            raise ValueError(f"num_workers must divide num_envs={num_envs}, got {num_workers}")
         k = num_envs // num_workers
-        batch_size = num_envs if batch_size is None else batch_size
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= num_envs \
-                or batch_size % k:
-            raise ValueError(f"batch_size must be a multiple of K={k} envs per worker up to {num_envs}, got {batch_size!r}")
+        batch_size = _check_positive_int("batch_size", num_envs if batch_size is None else batch_size, num_envs)
+        if batch_size % k:
+            raise ValueError(f"batch_size must be a multiple of K={k} envs per worker, got {batch_size}")
         for name, value in (("step_timeout_s", step_timeout_s), ("start_timeout_s", start_timeout_s)):
-            if not isinstance(value, (int, float)) or not 0 < value < math.inf:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
                 raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
         if context not in CONTEXTS:
             raise ValueError(f"context must be one of {CONTEXTS}, got {context!r}")
@@ -250,19 +174,21 @@ class ProcessVecEnv(VectorEnv):
         self.max_restarts, self.copy, self._metrics = max_restarts, copy, metrics
         self.restarts = dict.fromkeys(RESTART_REASONS, 0)
         """Worker restarts by reason."""
+        self.env_id = env_fn if isinstance(env_fn, str) else "?"
+        """The env's id (or class name), used in error messages."""
         self._ctx = get_context(context)
         self._specs = self._env_specs(env_fn, env_kwargs, num_envs, num_workers, k)
-        self._workers = [_Worker(i, slice(i * k, (i + 1) * k)) for i in range(num_workers)]
-        self._finalizer = weakref.finalize(self, _shutdown, self._workers)
+        self._workers = [WorkerHandle(i, slice(i * k, (i + 1) * k)) for i in range(num_workers)]
+        self._finalizer = weakref.finalize(self, proto.shutdown, self._workers)
         self._taken: list[_Taken] = []
         self._needs_reset = True
         self._seed_base: int | None = None
         self._restart_count = [0] * num_workers
         try:
             self._start_all()
-        except _Fault as fault:
+        except WorkerFault as fault:
             self._finalizer()
-            raise RuntimeError(f"an env worker of {env_fn!r:.100} {fault.reason} during start-up") from None
+            raise RuntimeError(f"an env worker of {self.env_id!r} {fault.reason} during start-up") from None
         except BaseException:
             self._finalizer()
             raise
@@ -284,15 +210,16 @@ class ProcessVecEnv(VectorEnv):
 
     def _start_all(self) -> None:
         for w in self._workers:
-            self._spawn(w)
-        hellos = [self._hello(w, time.monotonic() + self.start_timeout_s) for w in self._workers]
+            w.spawn(self._ctx, self._specs[w.index])
+        deadline = time.monotonic() + self.start_timeout_s
+        hellos = [self._hello(w, deadline) for w in self._workers]
         first = hellos[0]
         self.env_id = str(first["env_id"])
-        """The env's id (or class name), used in error messages."""
+        spaces_ = (first["observation_space"], first["action_space"])
         for h in hellos:
-            if h["mismatch"] or (h["observation_space"], h["action_space"]) != (first["observation_space"], first["action_space"]):
+            if h["mismatch"] or (h["observation_space"], h["action_space"]) != spaces_:
                 raise ValueError(f"all envs must share their spaces; env {self.env_id!r} differs at env {h['mismatch'] or '?'}")
-        self.single_observation_space, self.single_action_space = first["observation_space"], first["action_space"]
+        self.single_observation_space, self.single_action_space = spaces_
         self._obs_spec = _array_spec(self.single_observation_space, "observation", self.env_id)
         self._act_spec = _array_spec(self.single_action_space, "action", self.env_id)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
@@ -311,74 +238,18 @@ class ProcessVecEnv(VectorEnv):
         self._terminated = np.zeros(self.num_envs, dtype=np.bool_)
         self._truncated = np.zeros(self.num_envs, dtype=np.bool_)
 
-    def _spawn(self, w: _Worker) -> None:
-        parent, child = self._ctx.Pipe(duplex=True)
-        args = {"conn": child, "spec": self._specs[w.index], "env_offset": w.envs.start,
-                "num_envs": self.envs_per_worker}
-        # By file path, so the child never imports the actors package (see env_worker's docstring).
-        process = self._ctx.Process(  # type: ignore[attr-defined]
-            target=runpy.run_path, args=(proto.__file__,), name=f"env-worker-{w.index}", daemon=True,
-            kwargs={"init_globals": {"WORKER_ARGS": args}, "run_name": proto.RUN_NAME},
-        )
-        try:
-            process.start()
-        finally:
-            child.close()  # so that the worker's death reads as EOF here
-        w.process, w.conn = process, parent
+    def _hello(self, w: WorkerHandle, deadline: float) -> dict[str, Any]:
+        report = w.hello(deadline)
+        if not report["ok"]:
+            raise EnvError(report["env_index"], "construction", report["traceback"], self.env_id)
+        return report
 
-    def _hello(self, w: _Worker, deadline: float) -> dict[str, Any]:
-        assert w.conn is not None and w.process is not None
-        if not wait([w.conn, w.process.sentinel], max(0.0, deadline - time.monotonic())):
-            raise _Fault("timeout")
-        try:
-            hello: dict[str, Any] = pickle.loads(w.conn.recv_bytes())
-        except (EOFError, OSError):
-            raise _Fault("died") from None
-        if not hello["ok"]:
-            raise EnvError(hello["env_index"], "construction", hello["traceback"], getattr(self, "env_id", "?"))
-        return hello
-
-    def _attach(self, w: _Worker) -> None:
+    def _attach(self, w: WorkerHandle) -> None:
         assert w.shm is not None
-        self._send(w, [proto.ATTACH, w.shm.name, list(self._obs_spec), list(self._act_spec)], None)
+        w.send([proto.ATTACH, w.shm.name, list(self._obs_spec), list(self._act_spec)], None)
 
-    def _send(self, w: _Worker, message: list[Any], op: str | None) -> None:
-        assert w.conn is not None
-        w.pending, w.deadline = op, (time.monotonic() + self.step_timeout_s if op else math.inf)
-        try:
-            w.conn.send_bytes(proto.pack(message))
-        except OSError:  # a dead worker: its pending reply reads as EOF or its sentinel fires
-            pass
-
-    # ---- waiting and faults ----------------------------------------------------------------
-    def _ready(self, pending: list[_Worker], until: float) -> list[tuple[_Worker, Any, str | None]]:
-        """Wait until a pending worker replied, died or timed out (or ``until``); return
-        (worker, reply, fault) for each such worker."""
-        soonest = min(min(w.deadline for w in pending), until)
-        owner: dict[Any, _Worker] = {}
-        for w in pending:
-            assert w.conn is not None and w.process is not None
-            owner[w.conn] = owner[w.process.sentinel] = w
-        seen: dict[int, tuple[_Worker, Any, str | None]] = {}
-        for obj in wait(list(owner), max(0.0, soonest - time.monotonic())):
-            w = owner[obj]
-            if w.index in seen:
-                continue
-            assert w.conn is not None
-            if w.conn.poll():  # a reply read before a death that followed it
-                try:
-                    seen[w.index] = (w, proto.unpack(w.conn.recv_bytes(proto.MAX_MESSAGE_BYTES)), None)
-                except (EOFError, OSError):
-                    seen[w.index] = (w, None, "died")
-            else:
-                seen[w.index] = (w, None, "died")
-        now = time.monotonic()
-        for w in pending:
-            if w.index not in seen and now >= w.deadline:
-                seen[w.index] = (w, None, "timeout")
-        return list(seen.values())
-
-    def _restart(self, w: _Worker, reason: str, seeds: list[int | None] | None,
+    # ---- faults ----------------------------------------------------------------------------
+    def _restart(self, w: WorkerHandle, reason: str, seeds: list[int | None] | None,
                  options: dict[str, Any] | None) -> dict[int, Any]:
         """Replace a dead or hung worker and reset its envs; return their reset infos.
 
@@ -386,7 +257,7 @@ class ProcessVecEnv(VectorEnv):
         """
         while True:
             code = w.process.exitcode if w.process is not None else None
-            _stop_process(w, 0.0)
+            w.stop(0.0)
             self.restarts[reason] += 1
             if self._metrics is not None:
                 self._metrics.add_env_worker_restart(reason)
@@ -404,16 +275,16 @@ class ProcessVecEnv(VectorEnv):
                 base = self._seed_base + self.num_envs * self._restart_count[w.index]
                 seeds = list(range(base + w.envs.start, base + w.envs.stop))
             try:
-                self._spawn(w)
+                w.spawn(self._ctx, self._specs[w.index])
                 hello = self._hello(w, time.monotonic() + self.start_timeout_s)
                 if (hello["observation_space"], hello["action_space"]) != (self.single_observation_space, self.single_action_space):
                     self.close()
                     raise RuntimeError(f"restarted env worker {w.index} of {self.env_id!r} built envs with other spaces")
                 self._attach(w)
-                self._send(w, [proto.RESET, seeds or [None] * self.envs_per_worker, options], proto.RESET)
-                while not (ready := self._ready([w], math.inf)):
+                w.send([proto.RESET, seeds or [None] * self.envs_per_worker, options], proto.RESET, self.step_timeout_s)
+                while not (ready := wait_ready([w], math.inf)):
                     pass
-            except _Fault as fault:
+            except WorkerFault as fault:
                 reason = fault.reason
                 continue
             _, reply, fault_reason = ready[0]
@@ -432,16 +303,16 @@ class ProcessVecEnv(VectorEnv):
 
     def _check_open(self) -> None:
         if self.closed:
-            raise RuntimeError(f"ProcessVecEnv of {getattr(self, 'env_id', '?')!r} is closed")
+            raise RuntimeError(f"ProcessVecEnv of {self.env_id!r} is closed")
 
-    def _pending(self, op: str) -> list[_Worker]:
+    def _pending(self, op: str) -> list[WorkerHandle]:
         return [w for w in self._workers if w.pending == op]
 
     def _drain(self) -> None:
         """Discard replies still in flight (restarting workers that died meanwhile)."""
         self._taken.clear()
         while pending := [w for w in self._workers if w.pending is not None]:
-            for w, _, fault in self._ready(pending, math.inf):
+            for w, _, fault in wait_ready(pending, math.inf):
                 w.pending, w.deadline = None, math.inf
                 if fault is not None:
                     self._restart(w, fault, None, None)
@@ -462,11 +333,12 @@ class ProcessVecEnv(VectorEnv):
         self._drain()
         self._needs_reset = True
         for w in self._workers:
-            self._send(w, [proto.RESET, seeds[w.envs], options], proto.RESET)
+            w.send([proto.RESET, seeds[w.envs], options], proto.RESET, self.step_timeout_s)
         infos: dict[str, Any] = {}
+        rows = _InfoRows(self.num_envs)
         error: EnvError | None = None
         while pending := self._pending(proto.RESET):
-            for w, reply, fault in self._ready(pending, math.inf):
+            for w, reply, fault in wait_ready(pending, math.inf):
                 w.pending, w.deadline = None, math.inf
                 if fault is not None:
                     per_env = self._restart(w, fault, seeds[w.envs], options)
@@ -477,7 +349,7 @@ class ProcessVecEnv(VectorEnv):
                     per_env = reply[1]
                 self._obs[w.envs] = w.views["obs"]
                 for j, info in per_env.items():
-                    _add_info(infos, info, w.envs.start + j, self.num_envs)
+                    infos = rows._add_info(infos, info, w.envs.start + j)
         if error is not None:
             raise error
         self._needs_reset = False
@@ -489,7 +361,7 @@ class ProcessVecEnv(VectorEnv):
         taken: list[_Taken] = []
         error: EnvError | None = None
         while pending := self._pending(proto.STEP):
-            for w, reply, fault in self._ready(pending, math.inf):
+            for w, reply, fault in wait_ready(pending, math.inf):
                 try:
                     taken.append(self._take(w, reply, fault))
                 except EnvError as e:  # keep collecting: no reply may stay in the pipes
@@ -510,21 +382,29 @@ class ProcessVecEnv(VectorEnv):
         if self._needs_reset:
             raise RuntimeError("call reset() first (before the first step and after an env error)")
         k = self.envs_per_worker
-        ids = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids, dtype=np.int64).reshape(-1)
-        rows = ids.reshape(-1, k) if ids.size % k == 0 else None
-        if rows is None or not ids.size or (rows[:, 0] % k).any() or (rows != rows[:, :1] + np.arange(k)).any() \
-                or ids.min() < 0 or ids.max() >= self.num_envs or len(set(rows[:, 0].tolist())) != len(rows):
-            raise ValueError(f"env_ids must list whole workers' envs in order (K={k}: 0..{k - 1}, {k}..{2 * k - 1}, ...), got {ids.tolist()!r:.200}")
-        workers = [self._workers[int(first) // k] for first in rows[:, 0]]
+        workers = self._workers if env_ids is None else self._workers_of(env_ids)
         busy = [w.index for w in workers if w.pending is not None]
         if busy or any(t.worker in workers for t in self._taken):
             raise RuntimeError(f"envs of worker(s) {busy or 'taken'} are still in flight: recv() them first")
         if actions is not None:
-            acts = self._check_actions(actions, len(ids))
+            acts = self._check_actions(actions, k * len(workers))
             for i, w in enumerate(workers):
                 w.views["actions"][...] = acts[i * k:(i + 1) * k]
+        message = proto.pack([proto.STEP])
         for w in workers:
-            self._send(w, [proto.STEP], proto.STEP)
+            w.send(message, proto.STEP, self.step_timeout_s)
+
+    def _workers_of(self, env_ids: Sequence[int] | np.ndarray) -> list[WorkerHandle]:
+        k = self.envs_per_worker
+        ids = np.asarray(env_ids, dtype=np.int64).reshape(-1)
+        firsts = ids[::k]
+        whole = ids.size and ids.size % k == 0 and not (firsts % k).any() and 0 <= ids.min() \
+            and ids.max() < self.num_envs and len(set(firsts.tolist())) == len(firsts) \
+            and np.array_equal(ids, (firsts[:, None] + np.arange(k)).reshape(-1))
+        if not whole:
+            raise ValueError(f"env_ids must list whole workers' envs in order (K={k}: 0..{k - 1}, "
+                             f"{k}..{2 * k - 1}, ...), got {ids.tolist()!r:.200}")
+        return [self._workers[first // k] for first in firsts.tolist()]
 
     def _check_actions(self, actions: Any, n: int) -> np.ndarray:
         if isinstance(actions, torch.Tensor):
@@ -543,22 +423,25 @@ class ProcessVecEnv(VectorEnv):
         complete by then; what it took so far is kept for the next call."""
         self._check_open()
         until = math.inf if timeout is None else time.monotonic() + max(0.0, timeout)
-        while sum(self.envs_per_worker for _ in self._taken) < self.batch_size:
+        k = self.envs_per_worker
+        while k * len(self._taken) < self.batch_size:
             pending = self._pending(proto.STEP)
             if not pending:
                 if not self._taken:
                     raise RuntimeError("recv() has nothing in flight: send() actions first")
                 break
-            for w, reply, fault in self._ready(pending, until):
+            for w, reply, fault in wait_ready(pending, until):
                 self._taken.append(self._take(w, reply, fault))
-            if time.monotonic() >= until and sum(self.envs_per_worker for _ in self._taken) < self.batch_size:
+            if time.monotonic() >= until and k * len(self._taken) < self.batch_size:
                 return None
-        taken, self._taken = self._taken, []
+        # Oldest first; replies beyond the batch stay taken for the next call.
+        count = min(len(self._taken), self.batch_size // k)
+        taken, self._taken = self._taken[:count], self._taken[count:]
         ids = np.concatenate([np.arange(t.worker.envs.start, t.worker.envs.stop) for t in taken])
         infos = self._infos(taken, len(ids))
         return StepBatch(self._obs[ids], self._rewards[ids], self._terminated[ids], self._truncated[ids], infos, ids)
 
-    def _take(self, w: _Worker, reply: Any, fault: str | None) -> _Taken:
+    def _take(self, w: WorkerHandle, reply: Any, fault: str | None) -> _Taken:
         """Copy a worker's step results out of its block (or make them up after a fault)."""
         w.pending, w.deadline = None, math.inf
         s = w.envs
@@ -582,12 +465,13 @@ class ProcessVecEnv(VectorEnv):
 
     def _infos(self, taken: list[_Taken], n: int) -> dict[str, Any]:
         infos: dict[str, Any] = {}
-        for row, t in zip(range(0, n, self.envs_per_worker), taken, strict=True):
-            for j in sorted(t.infos):
+        rows = _InfoRows(n)
+        for first, t in zip(range(0, n, self.envs_per_worker), taken, strict=True):
+            for j in sorted(t.infos):  # env order, as SyncVectorEnv adds them
                 info, final_info = t.infos[j]
                 if final_info is not None:
-                    _add_info(infos, {"final_obs": t.final_obs[j], "final_info": final_info}, row + j, n)
-                _add_info(infos, info, row + j, n)
+                    infos = rows._add_info(infos, {"final_obs": t.final_obs[j], "final_info": final_info}, first + j)
+                infos = rows._add_info(infos, info, first + j)
         return infos
 
     def ready_fds(self) -> list[int]:
@@ -611,9 +495,10 @@ class ProcessVecEnv(VectorEnv):
             fds = self.ready_fds()
             for fd in fds:
                 loop.add_reader(fd, ready.set)
+            # A hung worker makes no descriptor readable: wake by the earliest deadline too.
+            wait_s = min((w.deadline for w in self._pending(proto.STEP)), default=0.0) - time.monotonic()
             try:
-                # A hung worker makes no descriptor readable: wake by its deadline.
-                await asyncio.wait_for(ready.wait(), self.step_timeout_s)
+                await asyncio.wait_for(ready.wait(), max(0.0, wait_s))
             except asyncio.TimeoutError:
                 pass
             finally:
@@ -645,11 +530,11 @@ class ProcessVecEnv(VectorEnv):
             raise RuntimeError(f"{mode} {name!r} while steps are in flight: recv() them first")
         for w in self._workers:
             per_worker = args[w.envs] if mode == "set" else args
-            self._send(w, [proto.CALL, name, mode, per_worker, kwargs], proto.CALL)
+            w.send([proto.CALL, name, mode, per_worker, kwargs], proto.CALL, self.step_timeout_s)
         results: list[Any] = [None] * self.num_envs
         error: Exception | None = None
         while pending := self._pending(proto.CALL):
-            for w, reply, fault in self._ready(pending, math.inf):
+            for w, reply, fault in wait_ready(pending, math.inf):
                 w.pending, w.deadline = None, math.inf
                 if fault is not None:
                     self._restart(w, fault, None, None)
@@ -671,6 +556,11 @@ class ProcessVecEnv(VectorEnv):
     def shared_tensors(self, worker: int) -> dict[str, torch.Tensor]:
         """:meth:`shared_arrays` as torch tensors on the same memory (no copy)."""
         return {name: torch.from_numpy(a) for name, a in self._workers[worker].views.items()}
+
+    @property
+    def num_workers(self) -> int:
+        """Worker processes (each hosting ``envs_per_worker`` envs)."""
+        return len(self._workers)
 
     @property
     def shared_memory_names(self) -> list[str]:

@@ -106,7 +106,7 @@ def test_same_seeds_give_the_same_trajectories_for_any_worker_count() -> None:
 
 
 def test_async_recv_returns_ready_envs_first_and_serves_asyncio() -> None:
-    env = functools.partial(CounterEnv, length=1000, delay_s=0.6, slow_seeds=(2, 3))
+    env = functools.partial(CounterEnv, length=1000, delay_s=1.0, slow_seeds=(2, 3))
     with closing(ProcessVecEnv(env, 4, num_workers=2, batch_size=2)) as pool:
         pool.reset(seed=0)
         start = time.monotonic()
@@ -119,7 +119,7 @@ def test_async_recv_returns_ready_envs_first_and_serves_asyncio() -> None:
             assert batch.infos["nested"]["t"].tolist() == [step, step]
             if step < 3:
                 pool.send(np.array([1, 1]), env_ids=[0, 1])
-        assert time.monotonic() - start < 0.6
+        assert time.monotonic() - start < 1.0
         assert pool.recv(timeout=0) is None and pool.poll_ready() == 0
         batch = pool.recv()
         assert batch is not None and batch.env_ids.tolist() == [2, 3]
@@ -154,7 +154,7 @@ def test_async_recv_returns_ready_envs_first_and_serves_asyncio() -> None:
 
         first, second, ticks = asyncio.run(by_hand_then_helper())
         assert first.env_ids.tolist() == [0, 1] and second.env_ids.tolist() == [2, 3]
-        assert ticks >= 20  # the loop kept running while the slow worker stepped
+        assert ticks >= 10  # the loop kept running while the slow worker stepped
 
 
 def test_api_attributes_shared_tensors_and_message_limit(counter_pool: ProcessVecEnv) -> None:
@@ -245,10 +245,12 @@ def test_a_dying_worker_is_restarted_and_its_episodes_truncated(mode: str, tmp_p
             last = pool.step(ZEROS)[0]
         old_pid = pool.worker_pids[0]
         pool.send(ZEROS)
-        start = time.monotonic()
-        while pool.poll_ready() < 4:  # the death is seen as soon as it happens
-            assert time.monotonic() - start < 1.0, "worker death not detected within a second"
+        marker = tmp_path / "fault"  # written just before the worker dies
+        give_up = time.monotonic() + 30.0
+        while pool.poll_ready() < 4:
+            assert time.monotonic() < give_up, "the worker's death was never seen"
             time.sleep(0.005)
+        assert marker.exists() and time.time() - marker.stat().st_mtime < 1.0, "death not seen within a second"
         batch = pool.recv()
         assert batch is not None
         row = {int(e): i for i, e in enumerate(batch.env_ids)}
