@@ -284,15 +284,23 @@ def _error(env_index: int, method: str) -> bytes:
     return pack([ERR, env_index, method, traceback.format_exc()])
 
 
-def _make_envs(spec: bytes, num_envs: int) -> list[Any]:
+def _factories(spec: bytes, num_envs: int) -> list[tuple[str, Any]]:
+    """(name for errors, zero-argument factory) of each env of this worker."""
     kind, *rest = pickle.loads(spec)
     if kind == "id":
+        import functools
+
         import gymnasium
 
         env_id, kwargs = rest
-        return [gymnasium.make(env_id, **kwargs) for _ in range(num_envs)]
+        return [(env_id, functools.partial(gymnasium.make, env_id, **kwargs))] * num_envs
     (fns,) = rest
-    return [fn() for fn in fns]
+    return [(_fn_name(fn), fn) for fn in fns]
+
+
+def _fn_name(fn: Any) -> str:
+    target = getattr(fn, "func", fn)  # a functools.partial names its function
+    return str(getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or type(fn).__name__)
 
 
 def _env_name(env: Any) -> str:
@@ -410,8 +418,11 @@ def worker_main(conn: Connection, spec: bytes, env_offset: int, num_envs: int) -
     # Ctrl-C reaches the whole process group: the parent decides when workers stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     envs: list[Any] = []
+    factories: list[tuple[str, Any]] = []
     try:
-        envs = _make_envs(spec, num_envs)
+        factories = _factories(spec, num_envs)
+        for _, factory in factories:
+            envs.append(factory())
         first = envs[0]
         hello: dict[str, Any] = {
             "ok": True, "env_id": _env_name(first),
@@ -424,7 +435,9 @@ def worker_main(conn: Connection, spec: bytes, env_offset: int, num_envs: int) -
             ],
         }
     except Exception:
-        hello = {"ok": False, "env_index": env_offset + len(envs), "traceback": traceback.format_exc()}
+        name = factories[len(envs)][0] if len(envs) < len(factories) else "?"
+        hello = {"ok": False, "env_index": env_offset + len(envs), "env_id": name,
+                 "traceback": traceback.format_exc()}
     conn.send_bytes(pickle.dumps(hello))
     if not hello["ok"]:
         return

@@ -241,7 +241,7 @@ class ProcessVecEnv(VectorEnv):
     def _hello(self, w: WorkerHandle, deadline: float) -> dict[str, Any]:
         report = w.hello(deadline)
         if not report["ok"]:
-            raise EnvError(report["env_index"], "construction", report["traceback"], self.env_id)
+            raise EnvError(report["env_index"], "construction", report["traceback"], report["env_id"])
         return report
 
     def _attach(self, w: WorkerHandle) -> None:

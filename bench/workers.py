@@ -13,7 +13,9 @@ pure Python), at 16 and 64 envs, random actions drawn beforehand:
   ``stable-baselines3`` is not installed: ``pip install -e ".[bench]"``).
 
 Each row is built, reset and warmed up, then timed by wall clock over the same number of
-env-steps; start-up is not timed. The load average is printed before and after each row.
+env-steps (start-up is not timed), in slices of which the best is kept: on a shared machine a
+slice may lose the CPU to other jobs. Each row also reports that: "other load" is the CPU time
+(in cores) that processes outside the row used while its best slice ran, read from /proc.
 
     python bench/workers.py            # about 2 minutes on 2 cores
     python bench/workers.py --quick    # shorter timing
@@ -163,22 +165,28 @@ def _machine_busy_s() -> float:
     return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
-def time_row(stepper: Stepper, warmup: int, env_steps: int) -> tuple[float, float]:
-    """(env-steps per second, cores' worth of CPU that other processes used meanwhile)."""
+def time_row(stepper: Stepper, warmup: int, env_steps: int, slices: int) -> tuple[float, float]:
+    """(env-steps per second, cores' worth of CPU other processes used meanwhile) of the best of
+    ``slices`` timed slices of ``env_steps`` each, after ``warmup`` env-steps."""
     done = 0
     while done < warmup:
         done += stepper.step()
-    busy0, own0 = _machine_busy_s(), time.process_time() + sum(map(_cpu_s, stepper.pids))
-    start, done = time.perf_counter(), 0
-    while done < env_steps:
-        done += stepper.step()
-    wall = time.perf_counter() - start
-    own = time.process_time() + sum(map(_cpu_s, stepper.pids)) - own0
-    return done / wall, max(0.0, (_machine_busy_s() - busy0 - own) / wall)
+    best = (0.0, 0.0)
+    for _ in range(slices):
+        busy0, own0 = _machine_busy_s(), time.process_time() + sum(map(_cpu_s, stepper.pids))
+        start, done = time.perf_counter(), 0
+        while done < env_steps:
+            done += stepper.step()
+        wall = time.perf_counter() - start
+        own = time.process_time() + sum(map(_cpu_s, stepper.pids)) - own0
+        others = max(0.0, (_machine_busy_s() - busy0 - own) / wall)
+        best = max(best, (done / wall, others))
+    return best
 
 
-def measure(impl: str, env: str, n: int, env_steps: int) -> tuple[float, float, int]:
-    """(env-steps/s, other load in cores, worker processes) of one row."""
+def measure(impl: str, env: str, n: int, env_steps: int, slices: int) -> tuple[float, float, int]:
+    """(env-steps/s, other load in cores, worker processes) of one row: the best of ``slices``
+    slices of ``env_steps / slices`` env-steps each."""
     if impl.startswith("ours"):
         stepper = make_ours(env, n, batched=impl == "ours async")
     elif impl == "SubprocVecEnv":
@@ -186,7 +194,7 @@ def measure(impl: str, env: str, n: int, env_steps: int) -> tuple[float, float, 
     else:
         stepper = make_gymnasium(env, n, impl)
     try:
-        rate, others = time_row(stepper, max(env_steps // 10, 5 * n), env_steps)
+        rate, others = time_row(stepper, max(env_steps // 10, 5 * n), env_steps // slices, slices)
     finally:
         stepper.close()
     return rate, others, len(stepper.pids)
@@ -218,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="5x fewer timed env-steps")
     parser.add_argument("--envs", default="16,64", help="comma-separated env counts (default 16,64)")
     parser.add_argument("--only", default="cartpole,slow", help="comma-separated envs: cartpole, slow")
+    parser.add_argument("--slices", type=int, default=3, help="timed slices per row, the best kept (default 3)")
     args = parser.parse_args(argv)
     counts = [int(x) for x in args.envs.split(",")]
     envs = args.only.split(",")
@@ -239,14 +248,14 @@ def main(argv: list[str] | None = None) -> int:
             for impl in IMPLS:
                 if impl == "SubprocVecEnv" and not sb3:
                     continue
-                rate, others, procs = measure(impl, env, n, env_steps)
+                rate, others, procs = measure(impl, env, n, env_steps, args.slices)
                 rates[(env, n, impl)] = rate
                 ratios = [f"{rate / rates[(env, n, b)]:7.2f}" if (env, n, b) in rates else " " * 7
                           for b in ("SyncVectorEnv", "AsyncVectorEnv")]
                 print(f"{env:8} {n:4d}  {impl:15} {procs:5d} {rate:12,.0f} {' '.join(ratios)}  {others:.2f} cores",
                       flush=True)
-    print(f"load average at end {os.getloadavg()[0]:.2f} ('other load': CPU that processes outside the row "
-          f"used while it was timed)")
+    print(f"load average at end {os.getloadavg()[0]:.2f}; each row is the best of {args.slices} timed slices; "
+          f"'other load': CPU that processes outside the row used during that slice")
     result = []
     for env in envs:
         for n in counts:

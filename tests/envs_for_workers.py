@@ -67,6 +67,8 @@ class FaultyEnv(CounterEnv):
     def __init__(self, mode: str, fault_seed: int | None = 1, at_step: int = 3, marker: str | None = None,
                  length: int = 50) -> None:
         super().__init__(length=length)
+        if mode not in ("raise", "exit", "segv", "hang", "reset_raise"):
+            raise ValueError(f"unknown mode {mode!r}")
         self.mode, self.fault_seed, self.at_step, self.marker = mode, fault_seed, at_step, marker
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:

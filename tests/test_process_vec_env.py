@@ -61,7 +61,9 @@ def alive(pid: int) -> bool:
 
 @pytest.fixture(scope="module")
 def counter_pool() -> Iterator[ProcessVecEnv]:
-    with closing(ProcessVecEnv(functools.partial(CounterEnv, length=1000), 4, num_workers=2)) as pool:
+    # One factory per env, as SyncVectorEnv takes them.
+    factories = [functools.partial(CounterEnv, length=1000 + i) for i in range(4)]
+    with closing(ProcessVecEnv(factories, 4, num_workers=2)) as pool:
         yield pool
 
 
@@ -93,8 +95,8 @@ def test_steps_match_sync_vector_env_in_same_step_mode(env_id: str, steps: int) 
 def test_same_seeds_give_the_same_trajectories_for_any_worker_count() -> None:
     actions = np.random.default_rng(0).integers(0, 2, (150, 4))
     runs = []
-    for workers in (1, 2, 4):
-        with closing(ProcessVecEnv("CartPole-v1", 4, num_workers=workers)) as pool:
+    for workers, context in ((1, "spawn"), (2, "spawn"), (4, "forkserver")):
+        with closing(ProcessVecEnv("CartPole-v1", 4, num_workers=workers, context=context)) as pool:
             obs, _ = pool.reset(seed=123)
             run = [obs]
             for a in actions:
@@ -161,10 +163,11 @@ def test_api_attributes_shared_tensors_and_message_limit(counter_pool: ProcessVe
     pool = counter_pool
     obs, infos = pool.reset(seed=0)
     assert pool.observation_space.contains(obs) and infos["start"].tolist() == [0, 1, 2, 3]
-    assert pool.get_attr("length") == (1000,) * 4
+    assert pool.get_attr("length") == (1000, 1001, 1002, 1003)
     pool.set_attr("length", [5, 6, 7, 8])
     assert pool.get_attr("length") == (5, 6, 7, 8)
     pool.set_attr("length", 1000)
+    assert pool.get_attr("length") == (1000,) * 4
     assert pool.call("payload", 3) == (b"xxx",) * 4
     with pytest.raises(EnvError, match=f"exceeds the {MAX_MESSAGE_BYTES}-byte limit"):
         pool.call("payload", MAX_MESSAGE_BYTES)
@@ -281,6 +284,11 @@ def test_a_hung_worker_is_killed_after_the_step_timeout(tmp_path: Path) -> None:
         assert truncated.tolist() == [False, False, True, True] and not terminated.any()
         assert infos["final_info"]["worker_restart"].tolist() == [None, None, "timeout", "timeout"]
         assert pool.restarts == {"died": 0, "timeout": 1} and not alive(hung_pid)
+
+
+def test_an_env_that_cannot_be_built_is_named() -> None:
+    with pytest.raises(EnvError, match=r"env 1 \(FaultyEnv\) raised in construction: ValueError: unknown mode 'nope'"):
+        ProcessVecEnv([functools.partial(FaultyEnv, "raise"), functools.partial(FaultyEnv, "nope")], 2, num_workers=1)
 
 
 def test_an_env_that_cannot_reset_stops_the_pool() -> None:
