@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -57,6 +57,8 @@ class RunResult:
     failures: int
     stop_reason: str
     evaluation: str = ""
+    episode_returns: list[tuple[int, float, float]] = field(default_factory=list)
+    """(agent-steps, seconds, return) of every finished episode of a Gymnasium env."""
     cuda_graph_actors: int = 0
     """Actors that replayed a captured CUDA graph for their decision step (at the start)."""
 
@@ -311,6 +313,7 @@ def _summarize(config: PipelineConfig, the_run: Run, progress: RunProgress, disp
         agent_steps=progress.agent_steps, updates=progress.updates, wall_s=wall,
         ring=parts.ring.stats(), win_history=progress.win_history, failures=progress.failures,
         stop_reason=error or the_run.stop_reason, cuda_graph_actors=graph_actors,
+        episode_returns=progress.episode_returns,
     )
     s = result.ring
     lines = [

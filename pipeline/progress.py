@@ -77,6 +77,9 @@ class RunProgress:
         self.start_time = time.perf_counter()
         self._recent: collections.deque[ChunkOutcome] = collections.deque()
         self._recent_returns: collections.deque[float] = collections.deque(maxlen=RETURN_WINDOW_EPISODES)
+        self.episode_returns: list[tuple[int, float, float]] = []
+        """(agent-steps committed, seconds since the start, return) of every finished episode
+        (Gymnasium envs), in the order the chunks were committed."""
         self.return_history: list[tuple[int, float, int]] = []
         """(agent-steps, recent mean return, episodes) at every report (Gymnasium envs)."""
         self._recent_episodes = 0
@@ -102,7 +105,10 @@ class RunProgress:
         with self._lock:
             self.committed_samples += outcome.samples
             if outcome.returns is not None:
-                self._recent_returns.extend(outcome.returns.tolist())
+                returns = outcome.returns.tolist()
+                self._recent_returns.extend(returns)
+                now = time.perf_counter() - self.start_time
+                self.episode_returns.extend((self.committed_samples, now, r) for r in returns)
             self._recent.append(outcome)
             self._recent_episodes += outcome.lengths.numel()
             while (self._recent and self._recent_episodes - self._recent[0].lengths.numel()
