@@ -284,6 +284,14 @@ def _error(env_index: int, method: str) -> bytes:
     return pack([ERR, env_index, method, traceback.format_exc()])
 
 
+def _encodable(value: Any) -> bool:
+    try:
+        pack(value)
+    except Exception:
+        return False
+    return True
+
+
 def _factories(spec: bytes, num_envs: int) -> list[tuple[str, Any]]:
     """(name for errors, zero-argument factory) of each env of this worker."""
     kind, *rest = pickle.loads(spec)
@@ -376,8 +384,8 @@ class _EnvLoop:
         results: list[Any] = []
         for j, env in enumerate(self.envs):
             try:
-                if mode == "set":
-                    setattr(env.unwrapped, name, args[j])
+                if mode == "set":  # as SyncVectorEnv.set_attr does
+                    env.set_wrapper_attr(name, args[j])
                     results.append(None)
                     continue
                 attr = env.get_wrapper_attr(name) if hasattr(env, "get_wrapper_attr") else getattr(env, name)
@@ -386,11 +394,14 @@ class _EnvLoop:
                 return _error(self.env_offset + j, f"call {name!r}")
         return self._reply(results, f"call {name!r}")
 
-    def _reply(self, payload: Any, method: str) -> bytes:
+    def _reply(self, payload: dict[int, Any] | list[Any], method: str) -> bytes:
         try:
             return pack([OK, payload])
         except Exception:
-            return _error(self.env_offset, f"{method} reply")
+            # Name the env whose part cannot be encoded (the first, if only the sum is too big).
+            items = payload.items() if isinstance(payload, dict) else enumerate(payload)
+            bad = next((j for j, part in items if not _encodable(part)), 0)
+            return _error(self.env_offset + bad, f"{method} reply")
 
     def loop(self) -> None:
         while True:
