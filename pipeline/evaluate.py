@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 
 from agents import BaseAgent
-from learner.checkpoint import temporary_path
+from learner.checkpoint import read_checkpoint, resolve_checkpoint_path, temporary_path
 from pipeline.plugins import make_agent
 from sim import BatchedSim, ObsLayout, SimConfig
 from sim.kernels import END_REASONS
@@ -346,6 +346,9 @@ def _main(args: argparse.Namespace) -> dict:
     device = check_device(args.device)
     if args.json:
         check_writable(args.json)
+    gym_env = gym_env_of(args.agent) if args.agent is not None else None
+    if gym_env is not None:
+        return _evaluate_on_gym(args, gym_env)
     sim_config = SimConfig(scenario=args.scenario)
     if args.round_robin is not None:
         names = _split(args.round_robin)
@@ -379,6 +382,39 @@ def _main(args: argparse.Namespace) -> dict:
         print(format_table(stats, dt))
         payload["agent"] = args.agent
     payload["matches"] = [s.summary(dt) for s in stats]
+    if args.json:
+        write_json_atomic(args.json, payload)
+        print(f"wrote {args.json}")
+    return payload
+
+
+def gym_env_of(agent: str) -> tuple[str, dict] | None:
+    """The Gymnasium env (spec, kwargs) a checkpoint was trained on, or None (the sim, or not a
+    checkpoint at all)."""
+    try:
+        path = resolve_checkpoint_path(agent)
+    except ValueError:
+        return None
+    state = read_checkpoint(path)
+    layout = state.get("obs_layout") or {}
+    if not isinstance(layout, dict) or "env" not in layout:
+        return None
+    actors = (state.get("extra", {}).get("config") or {}).get("actors", {})
+    return str(layout["env"]), dict(actors.get("env_kwargs", {}))
+
+
+def _evaluate_on_gym(args: argparse.Namespace, env: tuple[str, dict]) -> dict:
+    """A checkpoint trained on a Gymnasium env: its mean return on that env (the opponents
+    and scenario options do not apply)."""
+    from pipeline.envs import EnvFactory
+    from pipeline.evaluate_gym import evaluate_returns
+
+    stats = evaluate_returns(args.agent, EnvFactory(env[0], env[1]), args.episodes, seed=args.seed,
+                             deterministic=args.deterministic)
+    print(stats.line())
+    payload = {"agent": args.agent, "env": env[0], "env_kwargs": env[1], "episodes": stats.episodes,
+               "mean_return": stats.mean, "ci95": [stats.ci_low, stats.ci_high],
+               "mean_length": stats.mean_length, "deterministic": args.deterministic}
     if args.json:
         write_json_atomic(args.json, payload)
         print(f"wrote {args.json}")

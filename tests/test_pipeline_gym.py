@@ -23,6 +23,12 @@ def test_cartpole_trains_through_the_pipeline(tmp_path, capsys):
     assert state["extra"]["agent_steps"] == 8192
     assert state["obs_layout"] == {"env": "gym:CartPole-v1", "size": 4}
     assert "env = \"gym:CartPole-v1\"" in (tmp_path / "run" / "config.toml").read_text()
+    # pipeline.evaluate knows the env from the checkpoint.
+    from pipeline.evaluate import main as evaluate
+
+    payload = evaluate(["--agent", str(tmp_path / "run"), "--episodes", "6", "--deterministic"])
+    assert payload["env"] == "gym:CartPole-v1" and payload["episodes"] == 6
+    assert payload["ci95"][0] <= payload["mean_return"] <= payload["ci95"][1]
 
 
 def test_worker_processes_step_the_envs_and_are_gone_after_the_run(tmp_path, capsys):
