@@ -15,7 +15,9 @@ pure Python), at 16 and 64 envs, random actions drawn beforehand:
 Each row is built, reset and warmed up, then timed by wall clock over the same number of
 env-steps (start-up is not timed), in slices of which the best is kept: on a shared machine a
 slice may lose the CPU to other jobs. Each row also reports that: "other load" is the CPU time
-(in cores) that processes outside the row used while its best slice ran, read from /proc.
+(in cores) that processes outside the row used while its best slice ran, read from /proc;
+"CPU us/step" is the CPU time of this process and the row's workers per env-step (the
+overhead on top of the env's own work, whatever the load).
 
     python bench/workers.py            # about 2 minutes on 2 cores
     python bench/workers.py --quick    # shorter timing
@@ -165,13 +167,14 @@ def _machine_busy_s() -> float:
     return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
-def time_row(stepper: Stepper, warmup: int, env_steps: int, slices: int) -> tuple[float, float]:
-    """(env-steps per second, cores' worth of CPU other processes used meanwhile) of the best of
-    ``slices`` timed slices of ``env_steps`` each, after ``warmup`` env-steps."""
+def time_row(stepper: Stepper, warmup: int, env_steps: int, slices: int) -> tuple[float, float, float]:
+    """The best of ``slices`` timed slices of ``env_steps`` each, after ``warmup`` env-steps:
+    (env-steps per second, CPU seconds per env-step of this process and the row's workers,
+    cores' worth of CPU that other processes used meanwhile)."""
     done = 0
     while done < warmup:
         done += stepper.step()
-    best = (0.0, 0.0)
+    best = (0.0, 0.0, 0.0)
     for _ in range(slices):
         busy0, own0 = _machine_busy_s(), time.process_time() + sum(map(_cpu_s, stepper.pids))
         start, done = time.perf_counter(), 0
@@ -180,13 +183,13 @@ def time_row(stepper: Stepper, warmup: int, env_steps: int, slices: int) -> tupl
         wall = time.perf_counter() - start
         own = time.process_time() + sum(map(_cpu_s, stepper.pids)) - own0
         others = max(0.0, (_machine_busy_s() - busy0 - own) / wall)
-        best = max(best, (done / wall, others))
+        best = max(best, (done / wall, own / done, others))
     return best
 
 
-def measure(impl: str, env: str, n: int, env_steps: int, slices: int) -> tuple[float, float, int]:
-    """(env-steps/s, other load in cores, worker processes) of one row: the best of ``slices``
-    slices of ``env_steps / slices`` env-steps each."""
+def measure(impl: str, env: str, n: int, env_steps: int, slices: int) -> tuple[float, float, float, int]:
+    """(env-steps/s, CPU s per env-step, other load in cores, worker processes) of one row: the
+    best of ``slices`` slices of ``env_steps / slices`` env-steps each."""
     if impl.startswith("ours"):
         stepper = make_ours(env, n, batched=impl == "ours async")
     elif impl == "SubprocVecEnv":
@@ -194,10 +197,10 @@ def measure(impl: str, env: str, n: int, env_steps: int, slices: int) -> tuple[f
     else:
         stepper = make_gymnasium(env, n, impl)
     try:
-        rate, others = time_row(stepper, max(env_steps // 10, 5 * n), env_steps // slices, slices)
+        rate, cpu, others = time_row(stepper, max(env_steps // 10, 5 * n), env_steps // slices, slices)
     finally:
         stepper.close()
-    return rate, others, len(stepper.pids)
+    return rate, cpu, others, len(stepper.pids)
 
 
 def have_sb3() -> bool:
@@ -239,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     if not sb3:
         print("note: stable-baselines3 not installed: SubprocVecEnv rows skipped (pip install -e '.[bench]')")
     header = (f"{'env':8} {'envs':>4}  {'implementation':15} {'procs':>5} {'env-steps/s':>12} "
-              f"{'x Sync':>7} {'x Async':>7}  other load")
+              f"{'x Sync':>7} {'x Async':>7} {'CPU us/step':>11}  other load")
     print(header + "\n" + "-" * len(header))
     rates: dict[tuple[str, int, str], float] = {}
     for env in envs:
@@ -248,12 +251,12 @@ def main(argv: list[str] | None = None) -> int:
             for impl in IMPLS:
                 if impl == "SubprocVecEnv" and not sb3:
                     continue
-                rate, others, procs = measure(impl, env, n, env_steps, args.slices)
+                rate, cpu, others, procs = measure(impl, env, n, env_steps, args.slices)
                 rates[(env, n, impl)] = rate
                 ratios = [f"{rate / rates[(env, n, b)]:7.2f}" if (env, n, b) in rates else " " * 7
                           for b in ("SyncVectorEnv", "AsyncVectorEnv")]
-                print(f"{env:8} {n:4d}  {impl:15} {procs:5d} {rate:12,.0f} {' '.join(ratios)}  {others:.2f} cores",
-                      flush=True)
+                print(f"{env:8} {n:4d}  {impl:15} {procs:5d} {rate:12,.0f} {' '.join(ratios)} {cpu * 1e6:11,.1f}"
+                      f"  {others:.2f} cores", flush=True)
     print(f"load average at end {os.getloadavg()[0]:.2f}; each row is the best of {args.slices} timed slices; "
           f"'other load': CPU that processes outside the row used during that slice")
     result = []
