@@ -137,8 +137,8 @@ class ProcessVecEnv(VectorEnv):
         batch_size: envs :meth:`recv` returns (a multiple of K = num_envs / num_workers;
             default ``num_envs``).
         env_kwargs: keyword arguments of ``gymnasium.make`` when ``env_fn`` is an id.
-        step_timeout_s: a worker whose step, reset or call reply takes longer is killed and
-            restarted (reason ``timeout``).
+        step_timeout_s: a worker whose reply (to a step of its K envs, a reset or a call)
+            takes longer is killed and restarted (reason ``timeout``).
         start_timeout_s: time a worker may take to import and build its envs.
         max_restarts: restarts of one worker without a successful step in between before the
             pool gives up (:class:`WorkerCrashError`).
