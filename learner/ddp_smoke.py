@@ -3,7 +3,8 @@
 Every rank trains its own replica on different synthetic batches for a few updates; rank 0 then
 reports, as JSON, how far apart the ranks' parameters and observation statistics are (they must
 be identical), how far they moved from the initialization, and which checkpoint files exist
-(only rank 0 writes).
+(only rank 0 writes). Every rank closes the process group on the way out and fails if the group
+is still referenced afterwards (see :func:`learner.distributed.shutdown`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import torch.distributed as dist
 from learner.batch import RolloutBatch
 from learner.checkpoint import save_checkpoint
 from learner.config import PPOConfig
-from learner.distributed import init_from_env, rank, world_size
+from learner.distributed import init_from_env, rank, shutdown, world_size
 from learner.ppo import PPOLearner
 from learner.spaces import ActionSpec
 
@@ -48,6 +49,16 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     init_from_env("cpu")
+    try:
+        _train_and_report(args)
+    finally:
+        # On every path: a group left open keeps gloo threads running into interpreter teardown.
+        # Also fails the run if something still holds the group (see learner.distributed).
+        shutdown()
+
+
+def _train_and_report(args: argparse.Namespace) -> None:
+    """Train, checkpoint, gather every rank's state and write rank 0's report."""
     cfg = PPOConfig(hidden_sizes=(32, 32), num_minibatches=2, update_epochs=2, total_updates=10,
                     seed=rank() * 100)  # different seeds: the broadcast from rank 0 must align them
     learner = PPOLearner(cfg, 10, ActionSpec("multi_discrete", nvec=(3, 3, 2)))
@@ -74,9 +85,9 @@ def main(argv: list[str] | None = None) -> None:
             "checkpoints": sorted(p.name for p in args.checkpoint_dir.iterdir()),
         }
         args.out.write_text(json.dumps(report))
-    if dist.is_initialized():
+    if world_size() > 1:
+        # No rank closes its connections while a peer may still be finishing the all-gather.
         dist.barrier()
-        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

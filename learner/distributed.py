@@ -4,11 +4,27 @@ Each rank holds a full replica, computes gradients on its own batch, and the gra
 averaged with one all-reduce over a preallocated flat buffer per minibatch. Parameters start
 identical (broadcast from rank 0) and therefore stay identical: every rank applies the same
 averaged, clipped gradient with the same optimizer state.
+
+Lifetime: :func:`init_from_env` opens the default group, :func:`shutdown` closes it and checks that
+it was really released. A gloo group runs its own threads (``gloo_tcp_loop`` and two
+``pt_gloo_runloop``); ``destroy_process_group`` joins them only if it drops the last reference to
+the group. Some torch modules bind ``group.WORLD`` as a default argument when first imported
+(``torch.distributed.nn`` among them, which the first ``torch.optim`` optimizer imports on the side
+through ``torch._dynamo``). Imported after the group exists, they keep it alive, and its threads
+run on into interpreter teardown. A run-loop thread that frees its last work object there (a
+barrier holding the all-gather before it, whose tensors are Python-owned) needs the GIL; a
+finalizing interpreter ends such a thread with ``pthread_exit`` inside a ``noexcept`` destructor,
+and the process dies with SIGABRT ("terminate called without an active exception") after all its
+work is done. Rare, and most likely when the machine is loaded. :func:`init_from_env` therefore
+imports those modules first, while ``group.WORLD`` is still None.
 """
 
 from __future__ import annotations
 
+import gc
+import importlib
 import os
+import weakref
 
 import torch
 import torch.distributed as dist
@@ -30,17 +46,28 @@ def world_size() -> int:
     return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
 
 
+# Modules that evaluate ``group.WORLD`` in a signature at import time (torch 2.x). Imported before
+# the default group exists, they bind None and hold no reference to it.
+_WORLD_BINDING_MODULES = (
+    "torch.distributed.nn.functional",
+    "torch.distributed.optim.zero_redundancy_optimizer",
+    "torch.distributed.fsdp.sharded_grad_scaler",
+)
+
+
 def init_from_env(device: torch.device | str = "cpu") -> bool:
     """Initialize the default process group from ``torchrun``'s environment variables.
 
     Does nothing and returns False when ``WORLD_SIZE`` is unset or 1, or a group already exists.
     The backend is NCCL for a CUDA ``device`` (whose index is then set from ``LOCAL_RANK``) and
-    gloo otherwise.
+    gloo otherwise. Call :func:`shutdown` when the collectives are done.
     """
     if not dist.is_available() or dist.is_initialized():
         return False
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
         return False
+    for name in _WORLD_BINDING_MODULES:  # see the module docstring: must precede the group
+        importlib.import_module(name)
     device = torch.device(device)
     if device.type == "cuda":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
@@ -48,6 +75,29 @@ def init_from_env(device: torch.device | str = "cpu") -> bool:
     else:
         dist.init_process_group("gloo")
     return True
+
+
+def shutdown() -> None:
+    """Destroy the default process group and check that nothing else keeps it alive.
+
+    Every rank calls this once, after its last collective (a failing rank may call it from a
+    ``finally``: destroying a gloo group talks to no peer). Without a group it does nothing.
+
+    Raises:
+        RuntimeError: the group is still referenced after ``destroy_process_group``, so its
+            backend threads would outlive ``main`` and race the interpreter's teardown (see the
+            module docstring).
+    """
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    world = weakref.ref(dist.group.WORLD)
+    dist.destroy_process_group()
+    gc.collect()  # a reference cycle is no leak; only a live reference is
+    if world() is not None:
+        raise RuntimeError(
+            "the default process group is still referenced after destroy_process_group (a module "
+            "imported after init_process_group bound group.WORLD?); its backend threads would "
+            "still run at interpreter exit")
 
 
 @torch.no_grad()
