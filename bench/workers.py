@@ -12,9 +12,10 @@ pure Python), at 16 and 64 envs, random actions drawn beforehand:
 - ``SubprocVecEnv``: Stable-Baselines3's, one process per env (skipped with a note when
   ``stable-baselines3`` is not installed: ``pip install -e ".[bench]"``).
 
-Each row is built, reset and warmed up, then timed by wall clock over the same number of
-env-steps (start-up is not timed), in slices of which the best is kept: on a shared machine a
-slice may lose the CPU to other jobs. Each row also reports that: "other load" is the CPU time
+All rows of an (env, envs) group are built, reset and warmed up (start-up is not timed), then
+timed by wall clock over the same number of env-steps, in slices taken in turns, of which each
+row keeps its best: on a shared machine a slice may lose the CPU to other jobs, and taking turns
+lets such a burst hit every row alike. Each row also reports that: "other load" is the CPU time
 (in cores) that processes outside the row used while its best slice ran, read from /proc;
 "CPU us/step" is the CPU time of this process and the row's workers per env-step (the
 overhead on top of the env's own work, whatever the load).
@@ -167,40 +168,47 @@ def _machine_busy_s() -> float:
     return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
-def time_row(stepper: Stepper, warmup: int, env_steps: int, slices: int) -> tuple[float, float, float]:
-    """The best of ``slices`` timed slices of ``env_steps`` each, after ``warmup`` env-steps:
-    (env-steps per second, CPU seconds per env-step of this process and the row's workers,
-    cores' worth of CPU that other processes used meanwhile)."""
-    done = 0
-    while done < warmup:
+def time_slice(stepper: Stepper, env_steps: int) -> tuple[float, float, float]:
+    """Time ``env_steps`` env-steps: (env-steps per second, CPU seconds per env-step of this
+    process and the row's workers, cores' worth of CPU that other processes used meanwhile)."""
+    busy0, own0 = _machine_busy_s(), time.process_time() + sum(map(_cpu_s, stepper.pids))
+    start, done = time.perf_counter(), 0
+    while done < env_steps:
         done += stepper.step()
-    best = (0.0, 0.0, 0.0)
-    for _ in range(slices):
-        busy0, own0 = _machine_busy_s(), time.process_time() + sum(map(_cpu_s, stepper.pids))
-        start, done = time.perf_counter(), 0
-        while done < env_steps:
-            done += stepper.step()
-        wall = time.perf_counter() - start
-        own = time.process_time() + sum(map(_cpu_s, stepper.pids)) - own0
-        others = max(0.0, (_machine_busy_s() - busy0 - own) / wall)
-        best = max(best, (done / wall, own / done, others))
-    return best
+    wall = time.perf_counter() - start
+    own = time.process_time() + sum(map(_cpu_s, stepper.pids)) - own0
+    return done / wall, own / done, max(0.0, (_machine_busy_s() - busy0 - own) / wall)
 
 
-def measure(impl: str, env: str, n: int, env_steps: int, slices: int) -> tuple[float, float, float, int]:
-    """(env-steps/s, CPU s per env-step, other load in cores, worker processes) of one row: the
-    best of ``slices`` slices of ``env_steps / slices`` env-steps each."""
+def make(impl: str, env: str, n: int) -> Stepper:
+    """The stepper of one row."""
     if impl.startswith("ours"):
-        stepper = make_ours(env, n, batched=impl == "ours async")
-    elif impl == "SubprocVecEnv":
-        stepper = make_sb3(env, n)
-    else:
-        stepper = make_gymnasium(env, n, impl)
+        return make_ours(env, n, batched=impl == "ours async")
+    if impl == "SubprocVecEnv":
+        return make_sb3(env, n)
+    return make_gymnasium(env, n, impl)
+
+
+def measure_group(impls: list[str], env: str, n: int, env_steps: int, slices: int) -> dict[str, tuple[float, float, float, int]]:
+    """Every implementation on (env, n): all built and warmed up first, then timed in
+    ``slices`` rounds of one slice each, taking turns so that a burst of load elsewhere hits
+    them alike; per implementation the best slice: (env-steps/s, CPU s per env-step, other
+    load in cores, worker processes)."""
+    steppers: dict[str, Stepper] = {}
+    best: dict[str, tuple[float, float, float]] = {}
     try:
-        rate, cpu, others = time_row(stepper, max(env_steps // 10, 5 * n), env_steps // slices, slices)
+        for impl in impls:
+            steppers[impl] = stepper = make(impl, env, n)
+            done = 0
+            while done < max(env_steps // 10, 5 * n):
+                done += stepper.step()
+        for _ in range(slices):
+            for impl, stepper in steppers.items():
+                best[impl] = max(best.get(impl, (0.0, 0.0, 0.0)), time_slice(stepper, env_steps // slices))
     finally:
-        stepper.close()
-    return rate, cpu, others, len(stepper.pids)
+        for stepper in steppers.values():
+            stepper.close()
+    return {impl: (*best[impl], len(steppers[impl].pids)) for impl in impls}
 
 
 def have_sb3() -> bool:
@@ -245,20 +253,18 @@ def main(argv: list[str] | None = None) -> int:
               f"{'x Sync':>7} {'x Async':>7} {'CPU us/step':>11}  other load")
     print(header + "\n" + "-" * len(header))
     rates: dict[tuple[str, int, str], float] = {}
+    impls = [impl for impl in IMPLS if impl != "SubprocVecEnv" or sb3]
     for env in envs:
         for n in counts:
             env_steps = budget[env] // (5 if args.quick else 1)
-            for impl in IMPLS:
-                if impl == "SubprocVecEnv" and not sb3:
-                    continue
-                rate, cpu, others, procs = measure(impl, env, n, env_steps, args.slices)
+            for impl, (rate, cpu, others, procs) in measure_group(impls, env, n, env_steps, args.slices).items():
                 rates[(env, n, impl)] = rate
                 ratios = [f"{rate / rates[(env, n, b)]:7.2f}" if (env, n, b) in rates else " " * 7
                           for b in ("SyncVectorEnv", "AsyncVectorEnv")]
                 print(f"{env:8} {n:4d}  {impl:15} {procs:5d} {rate:12,.0f} {' '.join(ratios)} {cpu * 1e6:11,.1f}"
                       f"  {others:.2f} cores", flush=True)
-    print(f"load average at end {os.getloadavg()[0]:.2f}; each row is the best of {args.slices} timed slices; "
-          f"'other load': CPU that processes outside the row used during that slice")
+    print(f"load average at end {os.getloadavg()[0]:.2f}; each row: the best of {args.slices} slices, the rows "
+          f"of a group taking turns; 'other load': CPU used by processes outside the row during that slice")
     result = []
     for env in envs:
         for n in counts:
