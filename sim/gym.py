@@ -1,12 +1,17 @@
 """Gymnasium interfaces: a single-agent ``Midrange-v0`` env and a vector env over the batched sim.
 
-In both, the learner flies red (side 0) against the built-in pursuit opponent (sim/RULES.md),
-observations are red's egocentric view (sim/layout.py) and the reward is red's outcome reward.
+In both, the learner flies red (side 0) and observes red's egocentric view (sim/layout.py). Blue
+is flown by an :class:`Opponent` object and red's reward comes from a :class:`StepReward`
+object; left out, they are the built-in pursuit autopilot (sim/RULES.md, never fires) and red's
+outcome reward. This floor imports nothing above it, so it takes objects, never specs:
+``gymnasium.make("Midrange-v0", opponent="crank", reward="shaped")`` goes through
+``pipeline.midrange_gym``, which builds both from the launcher's specs (its default opponent,
+``crank``, fires).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import gymnasium
 import numpy as np
@@ -41,12 +46,98 @@ def action_space(config: SimConfig) -> spaces.Space:
     return spaces.Box(low, np.ones(3, dtype=np.float32), dtype=np.float32)
 
 
-def _full_actions(sim: BatchedSim, red: torch.Tensor, blue_obs: torch.Tensor) -> torch.Tensor:
-    blue = pursuit_actions(blue_obs, sim.layout)
-    if sim.config.action_mode == "continuous":
-        levels = torch.tensor([-1.0, 0.0, 1.0], dtype=red.dtype, device=red.device)
-        blue = torch.stack([levels[blue[:, 0]], blue[:, 1].to(red.dtype) * 0.5, blue[:, 2].to(red.dtype)], dim=-1)
-    return torch.stack([red, blue], dim=1)
+class Opponent(Protocol):
+    """Flies blue in all ``N`` duels of an env at once (``agents.BaseAgent`` is one)."""
+
+    def act(self, obs: torch.Tensor) -> torch.Tensor:
+        """Actions ``[N, 3]`` in the sim's action mode for blue's observations ``[N, D]``."""
+        ...
+
+    def reset(self, env_mask: torch.Tensor) -> None:
+        """Forget per-duel memory where ``env_mask`` (bool ``[N]``) is true."""
+        ...
+
+    def generators(self) -> list[torch.Generator]:
+        """The generators :meth:`act` draws from; ``reset(seed=...)`` reseeds them."""
+        ...
+
+
+class StepReward(Protocol):
+    """Red's reward ``[N]`` (floating point) for one decision step of ``N`` duels."""
+
+    def __call__(
+        self, obs_before: torch.Tensor, obs_after: torch.Tensor, action: torch.Tensor, result: StepResult
+    ) -> torch.Tensor:
+        """``obs_after`` is the ended episode's last observation where ``result.done``."""
+        ...
+
+    def reset(self, env_mask: torch.Tensor) -> None:
+        """Forget per-duel state where ``env_mask`` (bool ``[N]``) is true."""
+        ...
+
+
+class PursuitOpponent:
+    """The built-in pursuit autopilot (sim/RULES.md) as an :class:`Opponent`: never fires."""
+
+    def __init__(self, layout: ObsLayout, action_mode: str = "discrete") -> None:
+        self.layout = layout
+        self.action_mode = action_mode
+
+    def act(self, obs: torch.Tensor) -> torch.Tensor:
+        """Pursuit actions ``[N, 3]`` in this opponent's action mode."""
+        return encode_discrete(pursuit_actions(obs, self.layout), self.action_mode, obs.dtype)
+
+    def reset(self, env_mask: torch.Tensor) -> None:
+        """Nothing to forget."""
+
+    def generators(self) -> list[torch.Generator]:
+        """None: pursuit is deterministic."""
+        return []
+
+
+def encode_discrete(actions: torch.Tensor, action_mode: str, dtype: torch.dtype) -> torch.Tensor:
+    """Discrete indices ``[N, 3]`` as the actions of ``action_mode`` (levels in continuous)."""
+    if action_mode == "discrete":
+        return actions
+    levels = torch.tensor([-1.0, 0.0, 1.0], dtype=dtype, device=actions.device)
+    return torch.stack([levels[actions[:, 0]], actions[:, 1].to(dtype) * 0.5, actions[:, 2].to(dtype)], dim=-1)
+
+
+def seed_generators(generators: list[torch.Generator], seed: int) -> None:
+    """Seed each of ``generators`` from ``seed`` (distinct streams, same seed same draws)."""
+    for i, g in enumerate(generators):
+        g.manual_seed((seed * 1_000_003 + 7919 * (i + 1)) % (1 << 63))
+
+
+def opponent_actions(opponent: Opponent, obs: torch.Tensor, action_mode: str) -> torch.Tensor:
+    """``opponent``'s actions for blue's observations ``[N, D]``, refused with a ``ValueError``
+    naming it when they are not an ``[N, 3]`` tensor of the sim's action kind."""
+    actions = opponent.act(obs)
+    who = f"opponent {type(opponent).__name__}"
+    if not isinstance(actions, torch.Tensor):
+        raise ValueError(f"{who} returned {type(actions).__name__}, not a torch.Tensor")
+    if tuple(actions.shape) != (obs.shape[0], 3):
+        raise ValueError(f"{who} returned actions of shape {tuple(actions.shape)}, expected ({obs.shape[0]}, 3)")
+    if action_mode == "discrete" and actions.is_floating_point():
+        raise ValueError(f"{who} returned {actions.dtype} actions; discrete actions are integer indices")
+    if action_mode == "continuous" and not actions.is_floating_point():
+        raise ValueError(f"{who} returned {actions.dtype} actions; continuous actions are floating point")
+    return actions
+
+
+def step_reward(
+    reward: StepReward | None, obs_before: torch.Tensor, action: torch.Tensor, out: StepResult
+) -> torch.Tensor:
+    """Red's reward ``[N]``: ``reward``'s, checked and named when it is not ``[N]`` floats, or
+    the outcome reward without one."""
+    if reward is None:
+        return out.reward[:, 0]
+    value = reward(obs_before, out.final_obs[:, 0], action, out)
+    n = obs_before.shape[0]
+    if not isinstance(value, torch.Tensor) or tuple(value.shape) != (n,) or not value.is_floating_point():
+        got = f"{value.dtype} {tuple(value.shape)}" if isinstance(value, torch.Tensor) else type(value).__name__
+        raise ValueError(f"reward {type(reward).__name__} returned {got}, expected a float tensor of shape ({n},)")
+    return value
 
 
 def _info(out: StepResult, i: int) -> dict[str, Any]:
@@ -59,12 +150,25 @@ def _info(out: StepResult, i: int) -> dict[str, Any]:
 
 
 class MidrangeEnv(gymnasium.Env):
-    """One duel, red against pursuit. ``MidrangeEnv(config=None, **SimConfig overrides)``."""
+    """One duel, red against ``opponent`` (default: the pursuit autopilot).
+
+    ``MidrangeEnv(config=None, opponent=None, reward=None, **SimConfig overrides)``: the opponent
+    and reward are objects for one duel (``N = 1``); ``pipeline.midrange_gym.make_env`` builds
+    them from specs. ``reset(seed=s)`` reseeds the sim and the opponent's generators, so the
+    same seed and actions give the same trajectory.
+    """
 
     # Not a ClassVar: gymnasium declares metadata an instance attribute.
     metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012
 
-    def __init__(self, config: SimConfig | None = None, render_mode: str | None = None, **overrides: Any) -> None:
+    def __init__(
+        self,
+        config: SimConfig | None = None,
+        render_mode: str | None = None,
+        opponent: Opponent | None = None,
+        reward: StepReward | None = None,
+        **overrides: Any,
+    ) -> None:
         if render_mode is not None:
             raise ValueError(f"render_mode must be None (no renderer), got {render_mode!r}")
         self.config = _config(config, overrides)
@@ -72,23 +176,29 @@ class MidrangeEnv(gymnasium.Env):
         self.layout = self._sim.layout
         self.observation_space = observation_space(self.layout)
         self.action_space = action_space(self.config)
-        self._blue_obs: torch.Tensor | None = None
+        self.opponent: Opponent = opponent if opponent is not None else PursuitOpponent(self.layout, self.config.action_mode)
+        self.reward = reward
+        self._obs: torch.Tensor | None = None  # [1, 2, D], both sides' current view
         self._pending: np.ndarray | None = None
+        self._everyone = torch.ones(1, dtype=torch.bool)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
         super().reset(seed=seed)
         if seed is not None:
             self._sim.reseed(int(seed))
+            seed_generators(self.opponent.generators(), int(seed))
             self._pending = None
         if self._pending is not None:  # the sim already started the next episode at auto-reset
             obs, self._pending = self._pending, None
             return obs, {}
-        full = self._sim.reset()
-        self._blue_obs = full[:, 1].clone()
-        return full[0, 0].numpy().astype(np.float32, copy=True), {}
+        self._obs = self._sim.reset().clone()
+        self.opponent.reset(self._everyone)
+        if self.reward is not None:
+            self.reward.reset(self._everyone)
+        return self._obs[0, 0].numpy().astype(np.float32, copy=True), {}
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
-        if self._blue_obs is None:
+        if self._obs is None:
             raise RuntimeError("call reset() before step()")
         arr = np.asarray(action)
         if arr.shape != (3,):
@@ -99,21 +209,28 @@ class MidrangeEnv(gymnasium.Env):
             red = torch.as_tensor(arr.astype(np.int64)).view(1, 3)
         else:
             red = torch.as_tensor(arr.astype(np.float64)).view(1, 3).to(self._sim.dtype)
-        out = self._sim.step(_full_actions(self._sim, red, self._blue_obs))
-        self._blue_obs = out.obs[:, 1].clone()
+        blue = opponent_actions(self.opponent, self._obs[:, 1], self.config.action_mode)
+        out = self._sim.step(torch.stack([red, blue.to(red.dtype)], dim=1))
+        reward = float(step_reward(self.reward, self._obs[:, 0], red, out)[0])
+        self.opponent.reset(out.done)
+        if self.reward is not None:
+            self.reward.reset(out.done)
+        self._obs = out.obs.clone()
         obs = out.final_obs[0, 0].numpy().astype(np.float32, copy=True)
         terminated, truncated = bool(out.terminated[0]), bool(out.truncated[0])
         if terminated or truncated:
             self._pending = out.obs[0, 0].numpy().astype(np.float32, copy=True)
-        return obs, float(out.reward[0, 0]), terminated, truncated, _info(out, 0)
+        return obs, reward, terminated, truncated, _info(out, 0)
 
 
 class MidrangeVectorEnv(VectorEnv):
-    """``num_envs`` duels on one torch device, red against pursuit, numpy in and out.
+    """``num_envs`` duels on one torch device, red against ``opponent``, numpy in and out.
 
-    Autoreset mode is ``SAME_STEP``: an ended environment's returned observation already starts
-    its next episode; ``info["final_obs"]`` (a dense ``[N, D]`` array, valid where
-    ``info["_final_obs"]``) holds the last observation of the ended one.
+    ``opponent`` and ``reward`` are objects batched over ``num_envs`` on ``device`` (default:
+    the pursuit autopilot and red's outcome reward); ``pipeline.midrange_gym.make_vector_env``
+    builds them from specs. Autoreset mode is ``SAME_STEP``: an ended environment's returned
+    observation already starts its next episode; ``info["final_obs"]`` (a dense ``[N, D]``
+    array, valid where ``info["_final_obs"]``) holds the last observation of the ended one.
     """
 
     # Not a ClassVar: gymnasium declares metadata an instance attribute.
@@ -126,6 +243,8 @@ class MidrangeVectorEnv(VectorEnv):
         device: str = "cpu",
         compile: bool = False,
         render_mode: str | None = None,
+        opponent: Opponent | None = None,
+        reward: StepReward | None = None,
         **overrides: Any,
     ) -> None:
         if render_mode is not None:
@@ -138,23 +257,30 @@ class MidrangeVectorEnv(VectorEnv):
         self.single_action_space = action_space(self.config)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
-        self._blue_obs: torch.Tensor | None = None
+        self.opponent: Opponent = opponent if opponent is not None else PursuitOpponent(self.layout, self.config.action_mode)
+        self.reward = reward
+        self._obs: torch.Tensor | None = None  # [N, 2, D], both sides' current view
 
     def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
         if isinstance(seed, list):
             seed = seed[0]
         if seed is not None:
             self._sim.reseed(int(seed))
+            seed_generators(self.opponent.generators(), int(seed))
             self._np_random_seed = int(seed)
         mask = None
         if options is not None and "reset_mask" in options:
             mask = torch.as_tensor(np.asarray(options["reset_mask"], dtype=bool), device=self._sim.device)
         full = self._sim.reset(mask)
-        self._blue_obs = full[:, 1].clone()
+        self._obs = full.clone()
+        everyone = mask if mask is not None else torch.ones(self.num_envs, dtype=torch.bool, device=self._sim.device)
+        self.opponent.reset(everyone)
+        if self.reward is not None:
+            self.reward.reset(everyone)
         return full[:, 0].cpu().numpy().astype(np.float32), {}
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        if self._blue_obs is None:
+        if self._obs is None:
             raise RuntimeError("call reset() before step()")
         arr = np.asarray(actions)
         if arr.shape != (self.num_envs, 3):
@@ -167,8 +293,13 @@ class MidrangeVectorEnv(VectorEnv):
             red = torch.as_tensor(arr.astype(np.int64), device=dev)
         else:
             red = torch.as_tensor(arr, device=dev).to(self._sim.dtype)
-        out = self._sim.step(_full_actions(self._sim, red, self._blue_obs))
-        self._blue_obs = out.obs[:, 1].clone()
+        blue = opponent_actions(self.opponent, self._obs[:, 1], self.config.action_mode)
+        out = self._sim.step(torch.stack([red, blue.to(red.dtype)], dim=1))
+        reward = step_reward(self.reward, self._obs[:, 0], red, out)
+        self.opponent.reset(out.done)
+        if self.reward is not None:
+            self.reward.reset(out.done)
+        self._obs.copy_(out.obs)
         done = out.done.cpu().numpy()
         info = {
             "final_obs": out.final_obs[:, 0].cpu().numpy().astype(np.float32),
@@ -180,7 +311,7 @@ class MidrangeVectorEnv(VectorEnv):
         }
         return (
             out.obs[:, 0].cpu().numpy().astype(np.float32),
-            out.reward[:, 0].cpu().numpy().astype(np.float32),
+            reward.detach().cpu().numpy().astype(np.float32),
             out.terminated.cpu().numpy(),
             out.truncated.cpu().numpy(),
             info,
