@@ -31,6 +31,7 @@ import torch
 from agents import BaseAgent
 from learner.checkpoint import read_checkpoint, resolve_checkpoint_path, temporary_path
 from pipeline.plugins import make_agent
+from pipeline.recording import MatchRecorder
 from sim import BatchedSim, ObsLayout, SimConfig
 from sim.kernels import END_REASONS
 
@@ -126,13 +127,15 @@ def play_match(
     device: str = "cpu",
     batch: int = 1024,
     deterministic: bool = False,
+    recording: MatchRecorder | None = None,
 ) -> MatchStats:
     """``agent`` against ``opponent`` over ``episodes`` episodes (rounded up to even): each of
     ``ceil(episodes / 2)`` seeded starts is played with the agent as red and as blue.
 
     Policies sample from torch's global generator, so each batch runs under a forked generator
     seeded from ``seed`` (the caller's generator state is left untouched); ``deterministic``
-    makes policy agents take their most likely action instead."""
+    makes policy agents take their most likely action instead. ``recording`` records the first
+    episodes of the first batch (half with the agent as red, half as blue) into replays."""
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     if batch < 1:
@@ -153,9 +156,14 @@ def play_match(
                 for side, s in enumerate(specs)
             ]
             cuda = [sim.device] if sim.device.type == "cuda" else []
+            recorder = None
+            if recording is not None:
+                recorder = recording.attach(sim, agent_side, (recording.remaining + 1 - agent_side) // (2 - agent_side))
             with torch.random.fork_rng(devices=cuda):
                 torch.manual_seed(seed * 100_003 + b * 2 + agent_side)
                 res = play_first_episodes(sim, flyers[0], flyers[1])
+            if recording is not None:
+                recording.collect(recorder)
             w = res["winner"]
             stats.episodes += n
             stats.wins += int((w == agent_side).sum())
@@ -305,6 +313,18 @@ def check_writable(path: str | Path, flag: str = "--json") -> None:
                          f"{(exc.strerror or str(exc)).lower()}") from None
 
 
+def prepare_record_dir(path: str | Path) -> None:
+    """Create the ``--record`` folder (parents included) and check it can be written."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"--record {path} is a file, not a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"--record {path}: cannot create it: {(exc.strerror or str(exc)).lower()}") from None
+    check_writable(path / "probe.replay", "--record")
+
+
 def check_entrants(specs: list[str], sim_config: SimConfig, device: str) -> None:
     """Build every entrant once, before any match: an unknown name, a missing or damaged
     checkpoint, or one of another observation layout or action mode is a one-line
@@ -327,6 +347,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=int, default=1024, help="environments per simulator batch")
     p.add_argument("--deterministic", action="store_true", help="policies take their most likely action")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON (into an existing folder)")
+    p.add_argument("--record", metavar="DIR", help="write replays of each match into DIR (created if missing)")
+    p.add_argument("--record-episodes", type=int, default=2, metavar="N",
+                   help="replays per match with --record (default 2: agent as red and as blue)")
     return p
 
 
@@ -346,6 +369,10 @@ def _main(args: argparse.Namespace) -> dict:
     device = check_device(args.device)
     if args.json:
         check_writable(args.json)
+    if args.record is not None:
+        if args.record_episodes < 1:
+            raise ValueError(f"--record-episodes must be >= 1, got {args.record_episodes}")
+        prepare_record_dir(args.record)
     gym_env = gym_env_of(args.agent) if args.agent is not None else None
     if gym_env is not None:
         return _evaluate_on_gym(args, gym_env)
@@ -378,9 +405,16 @@ def _main(args: argparse.Namespace) -> dict:
         print(format_ratings(ratings))
         payload.update(entrants=names, ratings=ratings)
     else:
-        stats = [play_match(args.agent, o, args.episodes, **common) for o in opponents]
+        stats, replays = [], []
+        for o in opponents:
+            recording = MatchRecorder(args.record, args.agent, o, args.record_episodes) if args.record else None
+            stats.append(play_match(args.agent, o, args.episodes, **common, recording=recording))
+            replays += recording.written if recording is not None else []
         print(format_table(stats, dt))
         payload["agent"] = args.agent
+        if args.record:
+            print(f"wrote {len(replays)} replays into {args.record} (python -m pipeline.replay FILE --png OUT)")
+            payload["replays"] = [str(p) for p in replays]
     payload["matches"] = [s.summary(dt) for s in stats]
     if args.json:
         write_json_atomic(args.json, payload)

@@ -6,6 +6,7 @@ import functools
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 
@@ -35,6 +36,21 @@ class StepResult:
     episode_steps: torch.Tensor  # [N] int64 decision steps of the (ended) episode
     launches: torch.Tensor  # [N, 2] int64 launches in this decision step
     hits: torch.Tensor  # [N, 2] int64 hits scored in this decision step
+
+
+class SimObserver(Protocol):
+    """Something that watches the sim's state at two moments (e.g. :class:`sim.recorder.Recorder`).
+
+    Both calls come from inside :meth:`BatchedSim.step` / :meth:`BatchedSim.reset`, before any
+    buffer is handed back; an observer must not change the state.
+    """
+
+    def decision_end(self, state: SimState, acc: DecisionAccumulators) -> None:
+        """A decision step's physics and outcome are done, before the ended environments are
+        reset (so ``state`` still shows how they ended)."""
+
+    def episodes_started(self, state: SimState, mask: torch.Tensor) -> None:
+        """The environments where ``mask`` is set have just started a new episode."""
 
 
 class BatchedSim:
@@ -88,6 +104,8 @@ class BatchedSim:
         self.sync_free = self.device.type != "cpu" if sync_free is None else bool(sync_free)
         self._seed = seed
         self._started = False
+        self.observer: SimObserver | None = None
+        """Told of every decision's end and every episode start (None: nobody; no cost)."""
 
         n, d = num_envs, self.obs_dim
         self.state = SimState.allocate(n, config, self.device)
@@ -183,6 +201,8 @@ class BatchedSim:
         else:
             self.state.episode_index.add_(mask.long())
         self._reset_envs(mask)
+        if self.observer is not None:
+            self.observer.episodes_started(self.state, mask)
         self._obs.copy_(torch.where(mask.view(n, 1, 1), self._observe(self.state, self.config), self._obs))
         return self._obs
 
@@ -245,6 +265,8 @@ class BatchedSim:
             self._move(s, acc, cfg)
             self._events(s, acc, cfg)
         self._finish(s, acc, cfg)
+        if self.observer is not None:
+            self.observer.decision_end(s, acc)
         self._observe_into(s, cfg, self._final_obs)
         self._episode_steps.copy_(s.decision_steps)
         done = acc.done
@@ -260,6 +282,8 @@ class BatchedSim:
                 self._write_initial(None, idx)
                 # Only the few environments that ended need new observations.
                 self._obs[idx] = build_obs(s.select(idx), cfg)
+        if self.observer is not None:
+            self.observer.episodes_started(s, done)
         return self._result
 
     def check_errors(self) -> None:
