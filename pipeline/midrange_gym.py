@@ -11,6 +11,7 @@ first floor that sees agents, rewards and the learner (a checkpoint needs the le
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
@@ -104,9 +105,13 @@ def build_reward(reward: str | StepReward, config: SimConfig, device: torch.devi
                      f"sim.gym.StepReward; got {type(reward).__name__}")
 
 
-def _sim_config(config: SimConfig | None, overrides: dict[str, Any]) -> SimConfig:
+def _split(config: SimConfig | None, kwargs: dict[str, Any]) -> tuple[SimConfig, dict[str, Any]]:
+    """The simulator's settings (``config`` with the ``SimConfig`` fields among ``kwargs``) and
+    the other keyword arguments, which are the env constructor's (e.g. ``render_env``)."""
+    names = {f.name for f in dataclasses.fields(SimConfig)}
+    overrides = {k: v for k, v in kwargs.items() if k in names}
     base = config if config is not None else SimConfig()
-    return base.replace(**overrides) if overrides else base
+    return (base.replace(**overrides) if overrides else base), {k: v for k, v in kwargs.items() if k not in names}
 
 
 def make_env(
@@ -115,7 +120,7 @@ def make_env(
     config: SimConfig | None = None,
     render_mode: str | None = None,
     seed: int = 0,
-    **overrides: Any,
+    **kwargs: Any,
 ) -> MidrangeEnv:
     """One duel, red against ``opponent``, scored by ``reward``.
 
@@ -124,16 +129,17 @@ def make_env(
             an agent object for one duel. Default ``crank``, which fires.
         reward: red's reward: a spec as ``pipeline.launch --reward`` takes it, a
             ``BaseReward`` or a ``StepReward``. Default ``outcome``.
-        config: the simulator's settings; ``overrides`` are ``SimConfig`` fields on top of it,
-            e.g. ``scenario="head_on"``, ``time_scale=2.0``, ``action_mode="continuous"``.
+        config: the simulator's settings; ``kwargs`` that are ``SimConfig`` fields go on top of
+            it, e.g. ``scenario="head_on"``, ``time_scale=2.0``, ``action_mode="continuous"``;
+            any others go to the env's constructor.
         render_mode: passed to the env.
         seed: the seed a stochastic opponent (``random``, a sampling checkpoint) is built with;
             ``reset(seed=s)`` reseeds it from ``s``.
     """
-    cfg = _sim_config(config, overrides)
+    cfg, env_kwargs = _split(config, kwargs)
     blue = build_opponent(opponent, 1, cfg, seed=seed)
     score = build_reward(reward, cfg)
-    return MidrangeEnv(cfg, render_mode=render_mode, opponent=blue, reward=score)
+    return MidrangeEnv(cfg, render_mode=render_mode, opponent=blue, reward=score, **env_kwargs)
 
 
 def make_vector_env(
@@ -145,17 +151,17 @@ def make_vector_env(
     compile: bool = False,
     render_mode: str | None = None,
     seed: int = 0,
-    **overrides: Any,
+    **kwargs: Any,
 ) -> MidrangeVectorEnv:
     """``num_envs`` duels in one batched sim on ``device``, red against ``opponent`` (batched
     over all of them), scored by ``reward``; the arguments as in :func:`make_env`."""
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
-    cfg = _sim_config(config, overrides)
+    cfg, env_kwargs = _split(config, kwargs)
     blue = build_opponent(opponent, num_envs, cfg, device, seed=seed)
     score = build_reward(reward, cfg, device)
     return MidrangeVectorEnv(num_envs, cfg, device=device, compile=compile, render_mode=render_mode,
-                             opponent=blue, reward=score)
+                             opponent=blue, reward=score, **env_kwargs)
 
 
 # gymnasium.make reads the entry point's metadata (render modes) before calling it.
