@@ -65,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keyword arguments of the Gymnasium env, as JSON ('{\"g\": 9.8}') or a "
                    "TOML inline table ('{g = 9.8}')")
     p.add_argument("--workers-per-actor", type=int,
-                   help="worker processes per actor for a Gymnasium env (0: in the actor's process)")
+                   help="worker processes per actor for a Gymnasium env (0: in the actor's "
+                   "process; default: chosen by the env's measured step cost and the core count)")
     p.add_argument("--envs-per-actor", type=int, help="environments per actor (default by device)")
     p.add_argument("--rollout-len", type=int, help="decision steps per chunk (default by device)")
     p.add_argument("--ring-slots", type=int, help="ring slots (default 2 per actor)")

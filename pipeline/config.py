@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from learner.config import PPOConfig
-from pipeline.envs import check_env_spec
+from pipeline.envs import EnvFactory, check_env_spec, default_workers, measure_step_seconds
 from sim.config import SimConfig
 
 
@@ -102,7 +102,8 @@ class ActorsConfig:
     """Keyword arguments of a Gymnasium env (``gym.make`` or the factory)."""
     workers_per_actor: int = 0
     """Worker processes per actor for a Gymnasium env (its envs split between them); 0 steps
-    them in the actor's own process."""
+    them in the actor's own process. When left out, chosen by the env's measured step cost and
+    the core count (``pipeline.envs.default_workers``)."""
     envs_per_actor: int = 64
     """Environments per actor; by device and env when left out (the sim: 64 on a CPU, 8192 on
     CUDA; a Gymnasium env: 4)."""
@@ -157,6 +158,11 @@ class PipelineConfig:
         out: dict[str, Any] = {name: dataclasses.asdict(getattr(self, name)) for name in SECTIONS}
         out["sim"] = self.sim.to_dict()
         out["ppo"] = {k: v for k, v in self.ppo.to_dict().items() if k not in PPO_DERIVED}
+        if self.actors.env != "midrange":  # a Gymnasium env: the sim's options mean nothing
+            for key in SIM_ONLY:
+                section, name = key.split(".")
+                del out[section][name]
+            out["sim"] = {}
         return out
 
     @property
@@ -271,6 +277,23 @@ def _check_gym_options(env: str, t: dict[str, dict[str, Any]], device: str) -> N
                           f"run.device {t['run']['device']!r} is not supported with them")
 
 
+def _measured_workers(env: str, actors: dict[str, Any], count: int) -> int:
+    """Worker processes per actor for a Gymnasium env left to its default: the env is made
+    and stepped for a fifth of a second, and ``pipeline.envs.default_workers`` decides by its
+    step cost and the core count (the choice is written to ``config.toml``, so a resumed or
+    repeated run keeps it)."""
+    kwargs = actors.get("env_kwargs", {})
+    envs = actors.get("envs_per_actor")
+    if not isinstance(kwargs, dict) or not isinstance(envs, int) or isinstance(envs, bool) or envs < 1:
+        return 0  # the checks below name the bad value
+    try:
+        check_env_spec(env)
+        step_s = measure_step_seconds(EnvFactory(env, kwargs))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    return default_workers(step_s, envs, count, _cores())
+
+
 def resolve(data: dict[str, Any], device: str | None = None) -> PipelineConfig:
     """The run's whole configuration from user data (parsed TOML plus overrides).
 
@@ -309,6 +332,8 @@ def resolve(data: dict[str, Any], device: str | None = None) -> PipelineConfig:
                                     ("actors", "rollout_len", 32),
                                     ("intake", "slots_per_batch", min(count, 4))):
             t[section].setdefault(key, value)
+        if "workers_per_actor" not in t["actors"]:
+            t["actors"]["workers_per_actor"] = _measured_workers(env, t["actors"], count)
         gym_ppo: dict[str, Any] = {"hidden_sizes": [64, 64], "update_epochs": 4,
                                    "num_minibatches": 4, "learning_rate": 2.5e-4}
         for key, value in gym_ppo.items():

@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 
 from learner.checkpoint import read_checkpoint
+from pipeline.config import resolve
+from pipeline.envs import default_workers
 from pipeline.launch import main
 
 BASE = ["--device", "cpu", "--display", "plain", "--metrics-port", "-1", "--actors", "2"]
@@ -74,3 +76,22 @@ def test_envs_is_not_a_prefix_of_envs_per_actor(capsys):
     with pytest.raises(SystemExit):
         main(["--envs", "4"])
     assert "unrecognized arguments: --envs" in capsys.readouterr().err
+
+
+def test_workers_per_actor_defaults_by_the_envs_measured_step_cost():
+    cheap = resolve({"actors": {"env": "gym:CartPole-v1", "count": 1}})
+    assert cheap.actors.workers_per_actor == 0  # 10 µs a step: fastest in the actor's process
+    slow_env = {"env": "tests.envs_for_workers:CounterEnv", "count": 1,
+                "env_kwargs": {"length": 1000, "delay_s": 0.002, "slow_seeds": [0]}}
+    slow = resolve({"actors": dict(slow_env)})
+    assert 1 <= slow.actors.workers_per_actor <= slow.actors.envs_per_actor
+    # The choice is written down: resolving the resolved config measures nothing new.
+    assert resolve(slow.to_dict()).actors.workers_per_actor == slow.actors.workers_per_actor
+    assert resolve({"actors": {**slow_env, "workers_per_actor": 0}}).actors.workers_per_actor == 0
+
+
+def test_default_workers_follow_the_cost_and_the_cores():
+    assert default_workers(10e-6, envs_per_actor=4, actors=4, cores=2) == 0
+    assert default_workers(1e-3, envs_per_actor=4, actors=4, cores=2) == 1
+    assert default_workers(1e-3, envs_per_actor=4, actors=1, cores=16) == 4
+    assert default_workers(1e-3, envs_per_actor=8, actors=2, cores=8) == 4
