@@ -10,6 +10,7 @@ on the device so the step itself stays well defined until the check.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 RUDDER_LEVELS = (-1.0, 0.0, 1.0)
@@ -91,3 +92,23 @@ def _message(kind: str) -> str:
             "and fire in {0, 1}"
         )
     return "continuous actions contain NaN"
+
+
+def action_tensor(
+    action: object, mode: str, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device,
+    who: str = "action",
+) -> torch.Tensor:
+    """One side's actions from numpy-like input (a Python env's ``step`` argument): int64
+    indices in ``"discrete"`` mode, where float indices are refused rather than truncated, or
+    ``dtype`` values; a wrong shape or kind is a ``ValueError`` naming ``who``. Values are
+    checked by the simulator's step."""
+    arr = np.asarray(action)
+    if arr.shape != shape:
+        raise ValueError(f"{who} must have shape {shape}, got {arr.shape}")
+    if mode == "discrete":
+        if not np.issubdtype(arr.dtype, np.integer):
+            raise ValueError(f"discrete {who} must be integers, got dtype {arr.dtype}")
+        return torch.as_tensor(arr.astype(np.int64), device=device)
+    if not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
+        raise ValueError(f"continuous {who} must be numbers, got dtype {arr.dtype}")
+    return torch.as_tensor(arr.astype(np.float64), device=device).to(dtype)
