@@ -9,6 +9,10 @@ are red's, with a 95% Wilson interval on the win rate.
 
     python bench/random_policy.py                          # default opponent and pursuit, 1000 episodes each
     python bench/random_policy.py --opponents default --episodes 200
+    python bench/random_policy.py --quick                  # 100 episodes each
+
+The last line is ``RESULT default_opponent=crank win_default=... win_default_ci95=[lo,hi]
+win_<opponent>=... ...``.
 """
 
 from __future__ import annotations
@@ -68,18 +72,23 @@ def main() -> None:
     p.add_argument("--episodes", type=int, default=1000, help="episodes per opponent (one per env)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    p.add_argument("--quick", action="store_true", help="100 episodes per opponent")
     args = p.parse_args()
+    episodes = 100 if args.quick else args.episodes
     torch.set_num_threads(args.threads)
-    print(f"Midrange-v0 default opponent: {DEFAULT_OPPONENT}; red: uniformly random actions")
+    print(f"Midrange-v0 default opponent: {DEFAULT_OPPONENT}; red: uniformly random actions; "
+          f"{episodes} episodes each, one per env")
+    result = [f"default_opponent={DEFAULT_OPPONENT}", f"episodes={episodes}"]
     for opponent in args.opponents.split(","):
-        r = play(opponent.strip(), args.episodes, args.seed)
-        label = f"default({DEFAULT_OPPONENT})" if r["opponent"] == "default" else r["opponent"]
+        r = play(opponent.strip(), episodes, args.seed)
+        label = f"default ({DEFAULT_OPPONENT})" if r["opponent"] == "default" else r["opponent"]
         reasons = " ".join(f"{k}:{v}" for k, v in sorted(r["reasons"].items()))
-        print(f"  {label}: {r['built']}, wins {r['wins']}, losses {r['losses']}, draws {r['draws']} "
-              f"of {r['episodes']}; end reasons {reasons}")
-        print(f"RESULT opponent={label} episodes={r['episodes']} win={r['win']:.3f} "
-              f"win_ci95=[{r['win_lo']:.3f},{r['win_hi']:.3f}] loss={r['losses'] / r['episodes']:.3f} "
-              f"draw={r['draws'] / r['episodes']:.3f} decision_steps={r['steps']} wall_s={r['wall_s']:.1f}")
+        print(f"  {label:<16} {r['built']:<13} win {r['win']:.3f} [{r['win_lo']:.3f}, {r['win_hi']:.3f}]  "
+              f"wins {r['wins']}, losses {r['losses']}, draws {r['draws']}; end reasons {reasons}; "
+              f"{r['steps']} decision steps, {r['wall_s']:.1f} s")
+        key = r["opponent"].replace(":", "_").replace("/", "_")
+        result += [f"win_{key}={r['win']:.3f}", f"win_{key}_ci95=[{r['win_lo']:.3f},{r['win_hi']:.3f}]"]
+    print("RESULT " + " ".join(result))
 
 
 if __name__ == "__main__":
