@@ -27,6 +27,26 @@ from sim.config import SimConfig
 from sim.kernels import END_REASONS
 from sim.layout import OBS_CLIP, ObsLayout
 
+RENDER_MODES = ("rgb_array",)
+RENDER_FPS = 30
+
+
+def _check_render_mode(render_mode: str | None) -> None:
+    if render_mode is not None and render_mode not in RENDER_MODES:
+        raise ValueError(f"render_mode must be None or one of {RENDER_MODES}, got {render_mode!r}")
+
+
+def _frame_keeper(sim: BatchedSim, env: int, render_mode: str | None) -> Any:
+    """The sim observer that keeps frames for ``render()`` (None without a render mode); the
+    drawing module is imported here, only when a render mode asks for it."""
+    if render_mode is None:
+        return None
+    from sim.render import FrameKeeper
+
+    keeper = FrameKeeper(sim.config, env)
+    sim.observer = keeper
+    return keeper
+
 
 def _config(config: SimConfig | None, overrides: dict[str, Any]) -> SimConfig:
     base = config if config is not None else SimConfig()
@@ -159,7 +179,7 @@ class MidrangeEnv(gymnasium.Env):
     """
 
     # Not a ClassVar: gymnasium declares metadata an instance attribute.
-    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012
+    metadata: dict[str, Any] = {"render_modes": list(RENDER_MODES), "render_fps": RENDER_FPS}  # noqa: RUF012
 
     def __init__(
         self,
@@ -169,10 +189,11 @@ class MidrangeEnv(gymnasium.Env):
         reward: StepReward | None = None,
         **overrides: Any,
     ) -> None:
-        if render_mode is not None:
-            raise ValueError(f"render_mode must be None (no renderer), got {render_mode!r}")
+        _check_render_mode(render_mode)
+        self.render_mode = render_mode
         self.config = _config(config, overrides)
         self._sim = BatchedSim(1, config=self.config)
+        self._frames = _frame_keeper(self._sim, 0, render_mode)
         self.layout = self._sim.layout
         self.observation_space = observation_space(self.layout)
         self.action_space = action_space(self.config)
@@ -190,11 +211,15 @@ class MidrangeEnv(gymnasium.Env):
             self._pending = None
         if self._pending is not None:  # the sim already started the next episode at auto-reset
             obs, self._pending = self._pending, None
+            if self._frames is not None:
+                self._frames.begin_episode()
             return obs, {}
         self._obs = self._sim.reset().clone()
         self.opponent.reset(self._everyone)
         if self.reward is not None:
             self.reward.reset(self._everyone)
+        if self._frames is not None:
+            self._frames.begin_episode()
         return self._obs[0, 0].numpy().astype(np.float32, copy=True), {}
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
@@ -222,6 +247,11 @@ class MidrangeEnv(gymnasium.Env):
             self._pending = out.obs[0, 0].numpy().astype(np.float32, copy=True)
         return obs, reward, terminated, truncated, _info(out, 0)
 
+    def render(self) -> np.ndarray | None:
+        """With ``render_mode="rgb_array"``: the top-down picture (``sim.render``), ``[480, 640,
+        3]`` uint8; after the last step of an episode it shows how that episode ended."""
+        return None if self._frames is None else self._frames.render()
+
 
 class MidrangeVectorEnv(VectorEnv):
     """``num_envs`` duels on one torch device, red against ``opponent``, numpy in and out.
@@ -234,7 +264,9 @@ class MidrangeVectorEnv(VectorEnv):
     """
 
     # Not a ClassVar: gymnasium declares metadata an instance attribute.
-    metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}  # noqa: RUF012
+    metadata: dict[str, Any] = {  # noqa: RUF012
+        "autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": list(RENDER_MODES), "render_fps": RENDER_FPS,
+    }
 
     def __init__(
         self,
@@ -245,13 +277,17 @@ class MidrangeVectorEnv(VectorEnv):
         render_mode: str | None = None,
         opponent: Opponent | None = None,
         reward: StepReward | None = None,
+        render_env: int = 0,
         **overrides: Any,
     ) -> None:
-        if render_mode is not None:
-            raise ValueError(f"render_mode must be None (no renderer), got {render_mode!r}")
+        _check_render_mode(render_mode)
+        if not 0 <= render_env < num_envs:
+            raise ValueError(f"render_env must be in [0, {num_envs}), got {render_env}")
+        self.render_mode = render_mode
         self.config = _config(config, overrides)
         self.num_envs = num_envs
         self._sim = BatchedSim(num_envs, config=self.config, device=device, compile=compile)
+        self._frames = _frame_keeper(self._sim, render_env, render_mode)
         self.layout = self._sim.layout
         self.single_observation_space = observation_space(self.layout)
         self.single_action_space = action_space(self.config)
@@ -277,6 +313,8 @@ class MidrangeVectorEnv(VectorEnv):
         self.opponent.reset(everyone)
         if self.reward is not None:
             self.reward.reset(everyone)
+        if self._frames is not None:
+            self._frames.begin_episode()
         return full[:, 0].cpu().numpy().astype(np.float32), {}
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
@@ -316,3 +354,12 @@ class MidrangeVectorEnv(VectorEnv):
             out.truncated.cpu().numpy(),
             info,
         )
+
+    def render(self) -> tuple[np.ndarray, ...] | None:
+        """With ``render_mode="rgb_array"``: the picture of environment ``render_env`` (see
+        :meth:`MidrangeEnv.render`), as a 1-tuple (a vector env's renders are one per env
+        drawn); it follows that env into its next episode at once."""
+        if self._frames is None:
+            return None
+        self._frames.begin_episode()
+        return (self._frames.render(),)
