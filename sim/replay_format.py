@@ -125,6 +125,44 @@ class Replay:
         """Frame ``i`` as name -> array (views into :attr:`arrays`)."""
         return {k: v[i] for k, v in self.arrays.items()}
 
+    def missile_paths(self) -> list[MissilePath]:
+        """Every missile of the episode, in launch order: the frames it flew in, plus the frame
+        it was lost in (its last position) when it was lost before the episode's end."""
+        ids, active = self.arrays["m_id"], self.arrays["m_active"]
+        paths: dict[int, MissilePath] = {}
+        for s in range(2):
+            for j in range(ids.shape[2]):
+                for number in np.unique(ids[:, s, j]):
+                    if number < 0:
+                        continue
+                    mine = ids[:, s, j] == number
+                    flying = np.flatnonzero(mine & active[:, s, j])
+                    if not flying.size:
+                        continue
+                    last = int(flying[-1])
+                    lost = last + 1 < self.num_frames and bool(mine[last + 1]) and not active[last + 1, s, j]
+                    frames = np.append(flying, last + 1) if lost else flying
+                    paths[int(number)] = MissilePath(
+                        int(number), s, j, frames, self.arrays["m_x"][frames, s, j].astype(np.float64),
+                        self.arrays["m_y"][frames, s, j].astype(np.float64), lost)
+        return [paths[k] for k in sorted(paths)]
+
+
+@dataclass
+class MissilePath:
+    """One missile's flight in a replay (see :meth:`Replay.missile_paths`)."""
+
+    missile: int
+    """Its number in the episode (``m_id``)."""
+    side: int
+    slot: int
+    frames: np.ndarray
+    """Frame indices, launch first; the last is the frame it was lost in if ``lost``."""
+    x: np.ndarray
+    y: np.ndarray
+    lost: bool
+    """It was lost (hit, spent, target gone) before the episode ended."""
+
 
 @dataclass
 class _Block:
