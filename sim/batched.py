@@ -17,6 +17,7 @@ from sim.kernels import DecisionAccumulators, finish_decision, substep_events, s
 from sim.layout import ObsLayout
 from sim.observe import build_obs, observe_into
 from sim.scenarios import initial_conditions_batch
+from sim.spacetime import cached_tables
 from sim.state import SimState
 
 
@@ -127,8 +128,12 @@ class BatchedSim:
         self._move: Callable[..., None] = substep_move
         self._events: Callable[..., None] = substep_events
         self._finish: Callable[..., None] = finish_decision
-        self._observe: Callable[..., torch.Tensor] = build_obs
-        self._observe_into: Callable[..., None] = observe_into
+        # The reach block's tables are bound here, once, so compiled forms see them as constants.
+        tables = cached_tables(config, str(self.device), config.dtype) if config.obs_reach else None
+        observe_eager = functools.partial(build_obs, tables=tables)
+        self._observe_eager: Callable[..., torch.Tensor] = observe_eager
+        self._observe: Callable[..., torch.Tensor] = observe_eager
+        self._observe_into: Callable[..., None] = functools.partial(observe_into, tables=tables)
         if compile:
             self._move = torch.compile(substep_move, dynamic=False, fullgraph=True)
             # On the CPU the events phase (a few reductions over the missile slots) runs faster
@@ -138,10 +143,11 @@ class BatchedSim:
                 self._events = torch.compile(substep_events, dynamic=False, fullgraph=True)
             self._finish = torch.compile(finish_decision, dynamic=False, fullgraph=True)
             self._observe = torch.compile(
-                functools.partial(build_obs, fused=True), dynamic=False, fullgraph=True
+                functools.partial(build_obs, fused=True, tables=tables), dynamic=False, fullgraph=True
             )
             self._observe_into = torch.compile(
-                functools.partial(observe_into, fused=True), dynamic=False, fullgraph=True
+                functools.partial(observe_into, fused=True, tables=tables), dynamic=False,
+                fullgraph=True,
             )
 
     # ------------------------------------------------------------------ memory
@@ -281,7 +287,7 @@ class BatchedSim:
                 s.episode_index[idx] += 1
                 self._write_initial(None, idx)
                 # Only the few environments that ended need new observations.
-                self._obs[idx] = build_obs(s.select(idx), cfg)
+                self._obs[idx] = self._observe_eager(s.select(idx), cfg)
         if self.observer is not None:
             self.observer.episodes_started(s, done)
         return self._result

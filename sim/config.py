@@ -134,6 +134,10 @@ class SimConfig:
     """How many of the nearest incoming enemy missiles each observation describes."""
     obs_own_missiles: int = 4
     """How many of the own missiles in flight each observation describes (nearest to target)."""
+    obs_reach: bool = False
+    """Append the ``reach`` block to the observation: the own missile's reach against the enemy
+    flying straight, the enemy's reach against me turning away, and the escape time margin
+    (sim/spacetime.py; sim/layout.py gives the scales)."""
 
     dtype: str = "float32"
     """Floating-point type of the state: ``"float32"`` or ``"float64"``."""
@@ -197,6 +201,8 @@ class SimConfig:
                 f"(max separation / 2 + shift = {self.spawn_separation_m[1] / 2 + self.spawn_shift_m} "
                 f">= arena_half_width_m = {self.arena_half_width_m})"
             )
+        if not isinstance(self.obs_reach, bool):
+            raise ValueError(f"obs_reach must be true or false, got {self.obs_reach!r}")
         if self.scenario not in ("random", "head_on"):
             raise ValueError(f"scenario must be 'random' or 'head_on', got {self.scenario!r}")
         if self.action_mode not in ("discrete", "continuous"):

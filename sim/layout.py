@@ -31,6 +31,12 @@ missile speed / MISSILE_SPEED_SCALE, closing speed ``−q·(v_e − v_m) / |q|``
 flight time / missile_max_flight_time_s, motor burning flag.
 
 ``time`` (1): fraction of episode time left, ``max(1 − t / max_time_s, 0)``.
+
+``reach`` (3, only with ``SimConfig.obs_reach``; sim/spacetime.py): the reach of an own missile
+launched now against the enemy flying straight / RANGE_SCALE, the reach of an enemy missile
+launched now against o turning away / RANGE_SCALE, and o's escape time margin /
+MARGIN_SCALE_S (positive: seconds until an enemy launch can no longer be outrun by turning
+away, both flying straight on; negative: seconds since).
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ RANGE_SCALE_M = 50_000.0
 SPEED_SCALE_MPS = 500.0
 MISSILE_SPEED_SCALE_MPS = 1_000.0
 CLOSING_SCALE_MPS = 1_000.0
+MARGIN_SCALE_S = 60.0
 OBS_CLIP = 10.0
 NORM_EPS = 1e-6
 
@@ -62,6 +69,7 @@ INCOMING_FIELDS = (
 )
 OWN_MISSILE_FIELDS = ("present", "range_to_target", "speed", "closing_speed", "flight_time", "motor_on")
 TIME_FIELDS = ("time_left",)
+REACH_FIELDS = ("own_reach", "enemy_escape_reach", "escape_margin")
 
 
 @dataclass(frozen=True)
@@ -70,10 +78,12 @@ class ObsLayout:
 
     incoming: int
     own_missiles: int
+    reach: bool = False
+    """Whether the ``reach`` block is appended (``SimConfig.obs_reach``)."""
 
     @classmethod
     def from_config(cls, config: SimConfig) -> ObsLayout:
-        return cls(config.obs_incoming_missiles, config.obs_own_missiles)
+        return cls(config.obs_incoming_missiles, config.obs_own_missiles, config.obs_reach)
 
     @functools.cached_property
     def names(self) -> tuple[str, ...]:
@@ -83,6 +93,8 @@ class ObsLayout:
         out += [f"incoming[{i}].{f}" for i in range(self.incoming) for f in INCOMING_FIELDS]
         out += [f"own_missile[{i}].{f}" for i in range(self.own_missiles) for f in OWN_MISSILE_FIELDS]
         out += [f"time.{f}" for f in TIME_FIELDS]
+        if self.reach:
+            out += [f"reach.{f}" for f in REACH_FIELDS]
         return tuple(out)
 
     @property
@@ -121,20 +133,23 @@ class ObsLayout:
     def time_start(self) -> int:
         return self.own_missiles_start + self.own_missiles * len(OWN_MISSILE_FIELDS)
 
+    @property
+    def reach_start(self) -> int:
+        """Start of the ``reach`` block (equal to ``size`` when it is off)."""
+        return self.time_start + len(TIME_FIELDS)
+
     def metadata(self) -> dict[str, Any]:
         """A plain description saved with checkpoints; two layouts are compatible iff equal."""
-        return {
-            "version": 1,
-            "size": self.size,
-            "names": list(self.names),
-            "scales": {
-                "range_m": RANGE_SCALE_M,
-                "speed_mps": SPEED_SCALE_MPS,
-                "missile_speed_mps": MISSILE_SPEED_SCALE_MPS,
-                "closing_mps": CLOSING_SCALE_MPS,
-                "clip": OBS_CLIP,
-            },
+        scales: dict[str, float] = {
+            "range_m": RANGE_SCALE_M,
+            "speed_mps": SPEED_SCALE_MPS,
+            "missile_speed_mps": MISSILE_SPEED_SCALE_MPS,
+            "closing_mps": CLOSING_SCALE_MPS,
+            "clip": OBS_CLIP,
         }
+        if self.reach:
+            scales["margin_s"] = MARGIN_SCALE_S
+        return {"version": 1, "size": self.size, "names": list(self.names), "scales": scales}
 
     @staticmethod
     def describe_difference(saved: dict[str, Any], current: dict[str, Any]) -> str | None:

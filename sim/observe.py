@@ -13,6 +13,7 @@ from sim.layout import (
     RANGE_SCALE_M,
     SPEED_SCALE_MPS,
 )
+from sim.spacetime import MissileTables, cached_tables, reach_observation
 from sim.state import SimState
 
 
@@ -51,10 +52,14 @@ def _nearest(
     return torch.stack(out, dim=1)
 
 
-def build_obs(state: SimState, config: SimConfig, fused: bool = False) -> torch.Tensor:
+def build_obs(
+    state: SimState, config: SimConfig, fused: bool = False, tables: MissileTables | None = None
+) -> torch.Tensor:
     """Observations ``[N, 2, D]``: ``[:, s]`` is side ``s``'s view (see sim/layout.py).
 
     ``fused`` picks the missile-selection form meant for ``torch.compile`` (same values).
+    ``tables`` (on the state's device, its dtype) feed the ``reach`` block when
+    ``config.obs_reach``; by default the process's cached ones are used.
     """
     s = state
     dtype = s.f_px.dtype
@@ -150,9 +155,12 @@ def build_obs(state: SimState, config: SimConfig, fused: bool = False) -> torch.
 
     t = s.physics_steps.to(dtype) * config.dt_s
     time_left = torch.clamp(1.0 - t / config.max_time_s, min=0.0)
-    obs = torch.cat(
-        [own, enemy, incoming, own_missiles, time_left.view(1, 1, -1).expand(2, 1, -1)], dim=1
-    )  # [2, D, N]
+    blocks = [own, enemy, incoming, own_missiles, time_left.view(1, 1, -1).expand(2, 1, -1)]
+    if config.obs_reach:
+        if tables is None:
+            tables = cached_tables(config, str(s.f_px.device), config.dtype)
+        blocks.append(torch.stack(reach_observation(tables, rx, ry, s.f_vx, s.f_vy, evx, evy), dim=1))
+    obs = torch.cat(blocks, dim=1)  # [2, D, N]
     return torch.clamp(obs, -OBS_CLIP, OBS_CLIP).permute(2, 0, 1)
 
 
@@ -163,6 +171,7 @@ def observe_into(
     fused: bool = False,
     fresh: torch.Tensor | None = None,
     previous: torch.Tensor | None = None,
+    tables: MissileTables | None = None,
 ) -> None:
     """Write the observations into ``out`` (``[N, 2, D]``); with ``fresh`` (bool ``[N]``) and
     ``previous``, only the ``fresh`` environments take new observations.
@@ -170,7 +179,7 @@ def observe_into(
     Compiled, the transposition into the environment-major buffer fuses into the kernels that
     compute the fields, instead of a separate strided copy (half the observation time).
     """
-    obs = build_obs(state, config, fused=fused)
+    obs = build_obs(state, config, fused=fused, tables=tables)
     if fresh is not None and previous is not None:
         obs = torch.where(fresh.view(-1, 1, 1), obs, previous)
     out.copy_(obs)

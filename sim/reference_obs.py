@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import torch
+
 from sim.config import SimConfig
 from sim.layout import (
     CLOSING_SCALE_MPS,
@@ -19,6 +21,7 @@ from sim.layout import (
     SPEED_SCALE_MPS,
 )
 from sim.reference_state import ReferenceFighter, ReferenceMissile
+from sim.spacetime import cached_tables, reach_observation
 
 
 def observe_side(
@@ -102,4 +105,10 @@ def observe_side(
             float(m.flight_steps < burn),
         ]
     obs.append(max(1.0 - physics_steps * cfg.dt_s / cfg.max_time_s, 0.0))
+    if cfg.obs_reach:
+        # The reach block is a table lookup (sim/spacetime.py), fed here from this state.
+        tables = cached_tables(cfg, "cpu", "float64")
+        block = reach_observation(tables, *(torch.tensor([v], dtype=torch.float64) for v in (
+            rx, ry, o.vel[0], o.vel[1], e.vel[0], e.vel[1])))
+        obs += [float(v) for v in block]
     return [min(max(v, -OBS_CLIP), OBS_CLIP) for v in obs]

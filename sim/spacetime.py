@@ -1,41 +1,47 @@
-"""Missile tables and reach estimates: the numbers behind the spacetime graph (sim.md).
+"""Missile tables, reach and escape estimates: the numbers behind the spacetime graph (sim.md).
 
-A missile's true range depends on what its target does. This module answers the two questions a
+A missile's true range depends on what its target does. This module answers the questions a
 pilot (or a scripted opponent) asks before and after a launch:
 
 - **missile tables**: distance flown and speed against time for a missile launched straight
   (rudder 0) from a range of carrier speeds, integrated with the model's own law and physics
   step (``SimConfig.missile``, ``dt_s``, ``missile_burn_time_s``), sampled every
   ``sample_dt_s``;
-- **reach**: the longest launch range from which a missile still catches the target before it
-  is *spent* (slower than ``spent_speed_mps``, Mach 1 by default, or past its maximum flight
-  time), against a target that keeps flying straight or one that turns away at full rudder
-  and then flies straight away.
-
-The reach model assumes the missile flies a straight collision course at its table speed
-(steering costs it nothing), so it is an upper bound on what proportional navigation achieves;
-it is the quantity a launch decision needs, cheap enough to evaluate every decision step for
-thousands of environments at once (pure tensor code, no Python loop over environments).
-
-Geometry for one launch: the target sits at range ``R`` along the unit line of sight ``u`` from
-the launch point and moves by ``d(t)`` in time ``t``. The missile, having flown ``D(t)``, can
-meet it at ``t`` iff ``|R·u + d(t)| ≤ D(t)``, i.e. ``R ≤ −d∥(t) + sqrt(D(t)² − d⊥(t)²)`` where
-``d∥``, ``d⊥`` are ``d``'s components along and across ``u``. The reach is the maximum of that
-bound over the missile's live times.
+- **reach**: the longest launch range from which a missile still hits, against a target that
+  keeps flying straight or one that turns away at full rudder and full throttle and then flies
+  straight away. It is measured, not modelled: :mod:`sim.reach` simulates shots with the sim's
+  own kernels (guidance, drag of every turn, the loss rules) over a grid of shooter speed,
+  target speed and aspect, and a geometry is a trilinear lookup in that table, cheap enough
+  for every decision step of thousands of environments. ``bench/reach.py`` checks it against
+  shots fired in the batched simulator;
+- **reach by time**: the longest launch range from which the missile has caught the target by
+  time ``t`` (the threat region the spacetime graph draws at height ``t``);
+- **escape time margin**: with both fighters flying straight on, how long until the range falls
+  to the enemy's reach against an immediate escape turn, i.e. until a launch by the enemy can
+  no longer be outrun (negative: how long ago that happened).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
 import torch
 
 from sim.config import SimConfig
-from sim.layout import RANGE_SCALE_M, SPEED_SCALE_MPS, ObsLayout
+from sim.layout import MARGIN_SCALE_S, RANGE_SCALE_M, SPEED_SCALE_MPS, ObsLayout
+from sim.reach import ReachTables, reach_tables
 
 SPENT_SPEED_MPS = 340.0
-"""Mach 1: a missile slower than this is treated as spent by the reach estimate."""
+"""Mach 1: an inbound missile slower than this is no longer worth defending against (the
+``crank`` opponent's rule). The sim itself loses a missile only below ``missile_min_speed_mps``
+(200 m/s by default) after burn-out, which is what the tables and the reach use."""
+
+MARGIN_HORIZON_S = 60.0
+"""The escape time margin is clipped to ± this."""
+MARGIN_SAMPLES_S = (5.0, 10.0, 20.0, 35.0, 60.0)
+"""Where the escape time margin first looks for the gap's change of sign (ahead or back)."""
 
 DEFAULT_CARRIER_SPEEDS_MPS = tuple(float(v) for v in range(150, 551, 25))
 """Carrier speeds the default tables are computed for (extrapolation clamps to the ends)."""
@@ -68,6 +74,8 @@ class MissileTables:
     """The fighters' full-rudder turn radius (used for the turning-away target)."""
     burn_time_s: float
     """The motor burns until this time; a missile is never spent before it."""
+    reach: ReachTables
+    """The measured reach tables (:mod:`sim.reach`) for the same configuration."""
 
     def to(self, device: torch.device | str, dtype: torch.dtype | None = None) -> MissileTables:
         """A copy with every tensor on ``device`` (floats cast to ``dtype`` if given; float32
@@ -77,6 +85,7 @@ class MissileTables:
             self.carrier_speeds_mps.to(device, dtype), self.times_s.to(device, dtype),
             self.distance_m.to(device, dtype), self.speed_mps.to(device, dtype), self.live.to(device),
             self.spent_speed_mps, self.launch_offset_m, self.min_turn_radius_m, self.burn_time_s,
+            self.reach.to(device, dtype),
         )
 
     def lookup(self, carrier_speed_mps: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -102,7 +111,7 @@ def missile_tables(
     config: SimConfig,
     carrier_speeds_mps: tuple[float, ...] = DEFAULT_CARRIER_SPEEDS_MPS,
     sample_dt_s: float = 0.5,
-    spent_speed_mps: float = SPENT_SPEED_MPS,
+    spent_speed_mps: float | None = None,
     device: torch.device | str = "cpu",
 ) -> MissileTables:
     """Integrate straight missile flights with the model's law for each carrier speed.
@@ -110,8 +119,12 @@ def missile_tables(
     Uses the physics step ``config.dt_s`` (the exact-turn integrator with rudder 0 reduces to
     ``V' = V + (T − Cd0·V²)·dt``, ``x' = x + V'·dt``), the motor time in whole physics steps
     (``config.burn_steps``) and the maximum flight time; samples every ``sample_dt_s`` (a whole
-    number of physics steps). Computed in float64 on the CPU, then moved to ``device``.
+    number of physics steps). A missile counts as spent below ``spent_speed_mps`` after
+    burn-out (default: the sim's own ``missile_min_speed_mps``). Computed in float64 on the CPU,
+    then moved to ``device``, with the reach tables of :func:`sim.reach.reach_tables`.
     """
+    if spent_speed_mps is None:
+        spent_speed_mps = config.missile_min_speed_mps
     if len(carrier_speeds_mps) < 2:
         raise ValueError(f"carrier_speeds_mps needs at least 2 speeds, got {carrier_speeds_mps!r}")
     speeds = torch.tensor(carrier_speeds_mps, dtype=torch.float64)
@@ -147,20 +160,8 @@ def missile_tables(
         speeds.to(device), times.to(device), distance.to(device), speed.to(device),
         live.to(device), float(spent_speed_mps), config.launch_offset_m,
         config.fighter.min_turn_radius_m, burn_time_s - 1e-9,
+        reach_tables(config).to(device, torch.float64),
     )
-
-
-def _reach_from_path(
-    tables: MissileTables, carrier_speed: torch.Tensor, d_along: torch.Tensor, d_across: torch.Tensor
-) -> torch.Tensor:
-    """Max launch range given the target's displacement ``[N, T]`` along / across the LOS."""
-    dist, live = tables.lookup(carrier_speed)
-    dist = dist + tables.launch_offset_m
-    slack = dist * dist - d_across * d_across
-    bound = -d_along + slack.clamp_min(0).sqrt()
-    ok = live & (slack >= 0)
-    bound = torch.where(ok, bound, torch.full_like(bound, -math.inf))
-    return bound.max(dim=-1).values.clamp_min(0)
 
 
 def reach_straight(
@@ -173,13 +174,12 @@ def reach_straight(
     """Max launch range ``[N]`` (m) against a target that keeps its velocity.
 
     The target's heading is given relative to the line of sight from launcher to target
-    (cos 1: flying straight away, cos −1: coming straight at the launcher).
+    (cos 1: flying straight away, cos −1: coming straight at the launcher); the launcher fires
+    along the line of sight.
     """
-    t = tables.times_s.to(carrier_speed_mps.dtype)
-    vt = target_speed_mps.unsqueeze(-1) * t
-    d_along = vt * target_heading_cos.unsqueeze(-1)
-    d_across = vt * target_heading_sin.unsqueeze(-1)
-    return _reach_from_path(tables, carrier_speed_mps, d_along, d_across)
+    r = tables.reach
+    return r.lookup(r.reach_m[0], carrier_speed_mps, target_speed_mps, target_heading_cos,
+                    target_heading_sin)
 
 
 def reach_turning_away(
@@ -189,27 +189,146 @@ def reach_turning_away(
     target_heading_cos: torch.Tensor,
     target_heading_sin: torch.Tensor,
 ) -> torch.Tensor:
-    """Max launch range ``[N]`` (m) against a target that turns away at full rudder.
+    """Max launch range ``[N]`` (m) against a target that turns away at full rudder and full
+    throttle, the short way, until it flies straight away along the line of sight, then flies
+    straight on (its speed bleeds in the turn). Angles as in :func:`reach_straight`."""
+    r = tables.reach
+    return r.lookup(r.reach_m[1], carrier_speed_mps, target_speed_mps, target_heading_cos,
+                    target_heading_sin)
 
-    The target turns the short way until it flies straight away along the line of sight (a
-    circle of the fighters' minimum turn radius, at its current speed), then flies straight on
-    at that speed. Angles as in :func:`reach_straight`.
+
+def reach_by_time(
+    tables: MissileTables,
+    escape: bool,
+    carrier_speed_mps: torch.Tensor,
+    target_speed_mps: torch.Tensor,
+    target_heading_cos: torch.Tensor,
+    target_heading_sin: torch.Tensor,
+    times_s: torch.Tensor,
+) -> torch.Tensor:
+    """Max launch range ``[N, T]`` (m) from which a missile launched now has caught the target
+    by each of the times ``[T]`` (straight or ``escape`` target; angles as in
+    :func:`reach_straight`). Piecewise linear in time through the measured hit times of shots
+    from shorter ranges, reaching the full reach at that shot's hit time and staying there."""
+    r = tables.reach
+    which = 1 if escape else 0
+    args = (carrier_speed_mps, target_speed_mps, target_heading_cos, target_heading_sin)
+    rng = r.lookup(r.catch_range_m[which], *args)  # [N, K]
+    hit_t = r.lookup(r.catch_time_s[which], *args)
+    zero = torch.zeros_like(rng[:, :1])
+    r0, r1 = torch.cat([zero, rng[:, :-1]], 1), rng
+    t0, t1 = torch.cat([zero, hit_t[:, :-1]], 1), hit_t
+    t = times_s.to(rng.dtype).view(1, 1, -1)
+    r0, r1, t0, t1 = (x.unsqueeze(-1) for x in (r0, r1, t0, t1))
+    frac = ((t - t0) / (t1 - t0).clamp_min(1e-6)).clamp(0, 1)
+    seg = torch.where(t >= t0, r0 + (r1 - r0) * frac, torch.zeros_like(frac))  # [N, K, T]
+    return seg.max(dim=1).values
+
+
+def _escape_gap(
+    tables: MissileTables, rx: torch.Tensor, ry: torch.Tensor, ovx: torch.Tensor, ovy: torch.Tensor,
+    evx: torch.Tensor, evy: torch.Tensor, t: torch.Tensor | float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Range minus the enemy's reach against me turning away, both flown straight on for ``t``
+    seconds from now (negative ``t``: back); also that range. All ``[N]``."""
+    px, py = rx + (evx - ovx) * t, ry + (evy - ovy) * t  # enemy minus own
+    rng = torch.sqrt(px * px + py * py).clamp_min(1e-6)
+    ux, uy = -px / rng, -py / rng  # line of sight from the enemy to me
+    own_speed = torch.sqrt(ovx * ovx + ovy * ovy)
+    inv = 1.0 / own_speed.clamp_min(1e-6)
+    reach = reach_turning_away(tables, torch.sqrt(evx * evx + evy * evy), own_speed,
+                               (ovx * ux + ovy * uy) * inv, (ux * ovy - uy * ovx) * inv)
+    return rng - reach, rng
+
+
+def escape_time_margin(
+    tables: MissileTables,
+    rx: torch.Tensor,
+    ry: torch.Tensor,
+    own_vx: torch.Tensor,
+    own_vy: torch.Tensor,
+    enemy_vx: torch.Tensor,
+    enemy_vy: torch.Tensor,
+) -> torch.Tensor:
+    """Escape time margin ``[N]`` (s) for the own fighter, from the enemy's position relative to
+    it ``r`` and both velocities (any frame; ``[N]`` tensors).
+
+    Both fighters are predicted flying straight on at constant velocity; the *gap* at time ``t``
+    is the range then minus the enemy's reach against me turning away then
+    (:func:`reach_turning_away` for that geometry). Outside now (gap > 0), the margin is the
+    first time ahead at which the gap reaches zero: the seconds left before an enemy launch can
+    no longer be outrun by an escape turn. Inside, it is minus the time back to the last moment
+    the gap was positive. The gap is sampled at ``MARGIN_SAMPLES_S`` ahead (or back), the first
+    bracket where it changes sign is narrowed by two false-position steps (eight table lookups
+    in all); no sign change within ``MARGIN_HORIZON_S`` gives ± that horizon.
     """
-    t = tables.times_s.to(carrier_speed_mps.dtype)
-    speed = target_speed_mps.clamp_min(1.0).unsqueeze(-1)
-    radius = tables.min_turn_radius_m
-    psi0 = torch.atan2(target_heading_sin, target_heading_cos).unsqueeze(-1)
-    # Turning towards psi = 0 (straight away); sign(0) = 0 leaves a target already away as is.
-    turn_sign = -torch.sign(psi0)
-    omega = speed / radius
-    t_turn = psi0.abs() / omega
-    tau = torch.minimum(t, t_turn)
-    psi = psi0 + turn_sign * omega * tau
-    # Arc: integral of V·(cos psi, sin psi) dt with d psi/dt = s·omega, i.e. radius·s·(…).
-    arc_along = torch.where(turn_sign != 0, turn_sign * radius * (psi.sin() - psi0.sin()), speed * tau)
-    arc_across = torch.where(turn_sign != 0, turn_sign * radius * (psi0.cos() - psi.cos()), 0.0 * tau)
-    run = speed * (t - t_turn).clamp_min(0)
-    return _reach_from_path(tables, carrier_speed_mps, arc_along + run, arc_across)
+    dtype = tables.reach.reach_m.dtype
+    rx, ry, ovx, ovy, evx, evy = (x.reshape(-1).to(dtype) for x in (rx, ry, own_vx, own_vy, enemy_vx, enemy_vy))
+
+    def gap(t: torch.Tensor | float) -> torch.Tensor:
+        return _escape_gap(tables, rx, ry, ovx, ovy, evx, evy, t)[0]
+
+    g0 = gap(0.0)
+    sign = torch.where(g0 > 0, 1.0, -1.0).to(dtype)  # search ahead when outside, back inside
+    ta, ga = torch.zeros_like(g0), g0
+    tb, gb = torch.full_like(g0, math.inf), g0
+    found = torch.zeros_like(g0, dtype=torch.bool)
+    for sample in MARGIN_SAMPLES_S:
+        t = sign * sample
+        g = gap(t)
+        new = ~found & ((g > 0) != (g0 > 0))
+        tb, gb = torch.where(new, t, tb), torch.where(new, g, gb)
+        found = found | new
+        ta, ga = torch.where(found, ta, t), torch.where(found, ga, g)
+    # False position inside [ta, tb] (ga and gb of opposite signs where found).
+    for _ in range(2):
+        denom = torch.where(found, gb - ga, torch.ones_like(ga))
+        t = torch.where(found, ta - ga * (tb - ta) / denom, ta)
+        g = gap(t)
+        same_a = (g > 0) == (ga > 0)
+        ta, ga = torch.where(same_a, t, ta), torch.where(same_a, g, ga)
+        tb, gb = torch.where(same_a, tb, t), torch.where(same_a, gb, g)
+    denom = torch.where(found, gb - ga, torch.ones_like(ga))
+    root = torch.where(found, ta - ga * (tb - ta) / denom, sign * MARGIN_HORIZON_S)
+    return root.clamp(-MARGIN_HORIZON_S, MARGIN_HORIZON_S)
+
+
+def reach_observation(
+    tables: MissileTables,
+    rx: torch.Tensor,
+    ry: torch.Tensor,
+    own_vx: torch.Tensor,
+    own_vy: torch.Tensor,
+    enemy_vx: torch.Tensor,
+    enemy_vy: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The observation's ``reach`` block (sim/layout.py), scaled, each of ``rx``'s shape: own
+    reach against the enemy flying straight, enemy reach against me turning away, escape time
+    margin; from the enemy's position relative to me and both velocities (any frame)."""
+    shape = rx.shape
+    dtype = tables.reach.reach_m.dtype
+    rx, ry, ovx, ovy, evx, evy = (x.reshape(-1).to(dtype) for x in (rx, ry, own_vx, own_vy, enemy_vx, enemy_vy))
+    rng = torch.sqrt(rx * rx + ry * ry).clamp_min(1e-6)
+    ux, uy = rx / rng, ry / rng
+    own_speed = torch.sqrt(ovx * ovx + ovy * ovy)
+    enemy_speed = torch.sqrt(evx * evx + evy * evy)
+    os_, es_ = own_speed.clamp_min(1e-6), enemy_speed.clamp_min(1e-6)
+    # Enemy heading against my line of sight u; my heading against the enemy's, -u.
+    own_reach = reach_straight(tables, own_speed, enemy_speed, (evx * ux + evy * uy) / es_,
+                               (ux * evy - uy * evx) / es_)
+    enemy_reach = reach_turning_away(tables, enemy_speed, own_speed, -(ovx * ux + ovy * uy) / os_,
+                                     (uy * ovx - ux * ovy) / os_)
+    margin = escape_time_margin(tables, rx, ry, ovx, ovy, evx, evy)
+    return (
+        (own_reach / RANGE_SCALE_M).view(shape), (enemy_reach / RANGE_SCALE_M).view(shape),
+        (margin / MARGIN_SCALE_S).view(shape),
+    )
+
+
+@functools.lru_cache(maxsize=16)
+def cached_tables(config: SimConfig, device: str = "cpu", dtype: str = "float32") -> MissileTables:
+    """:func:`missile_tables` for ``config`` on ``device`` as ``dtype``, built once per process."""
+    return missile_tables(config).to(device, getattr(torch, dtype))
 
 
 @dataclass
@@ -226,6 +345,8 @@ class ReachFeatures:
     """How far an enemy missile launched now reaches against me flying straight on."""
     enemy_reach_escape_m: torch.Tensor
     """How far an enemy missile launched now reaches against me turning away now."""
+    escape_margin_s: torch.Tensor
+    """Escape time margin (:func:`escape_time_margin`), seconds."""
 
     @property
     def enemy_in_own_reach(self) -> torch.Tensor:
@@ -281,4 +402,8 @@ def reach_features(obs: torch.Tensor, layout: ObsLayout, tables: MissileTables) 
         own_reach_escape_m=reach_turning_away(tables, own_speed, enemy_speed, e_cos, e_sin),
         enemy_reach_straight_m=reach_straight(tables, enemy_speed, own_speed, m_cos, m_sin),
         enemy_reach_escape_m=reach_turning_away(tables, enemy_speed, own_speed, m_cos, m_sin),
+        escape_margin_s=escape_time_margin(
+            tables, rng * bc, rng * bs, own_speed, torch.zeros_like(own_speed),
+            enemy_speed * hc, enemy_speed * hs,
+        ),
     )

@@ -193,9 +193,9 @@ def test_pursuit_is_the_builtin_pursuit_rule():
 
 def test_shooter_fires_only_inside_reach_and_cone_one_missile_at_a_time():
     shooter = ShooterAgent(6, LAYOUT)
-    # Head-on at 300 / 300 m/s the reach is about 43.5 km; the shooter uses 85 % of it.
+    # Head-on at 300 / 300 m/s the reach is about 62 km; the shooter uses 85 % of it.
     obs = with_bearing([0, 25, 35, 0, 0, 0],
-                       enemy__range=[v / RANGE_SCALE_M for v in (20e3, 20e3, 20e3, 45e3, 20e3, 20e3)],
+                       enemy__range=[v / RANGE_SCALE_M for v in (20e3, 20e3, 20e3, 56e3, 20e3, 20e3)],
                        own_missile__0__present=[0, 0, 0, 0, 1, 0],
                        own__fire_ready=[1, 1, 1, 1, 1, 0.4])
     fire = shooter.act(obs)[:, 2].tolist()
@@ -235,7 +235,7 @@ def test_crank_holds_the_target_near_fifty_degrees_while_its_missile_flies():
 
 def test_crank_fires_at_long_range_before_the_shooter():
     crank, shooter = CrankAgent(1, LAYOUT), ShooterAgent(1, LAYOUT)
-    obs = make_obs(1, enemy__range=40e3 / RANGE_SCALE_M)  # inside the 43.5 km reach, outside 85 %
+    obs = make_obs(1, enemy__range=58e3 / RANGE_SCALE_M)  # inside the 62 km reach, outside 85 %
     assert crank.act(obs)[0, 2] == 1 and shooter.act(obs)[0, 2] == 0
 
 

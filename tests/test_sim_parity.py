@@ -154,3 +154,16 @@ def test_parity_continuous_actions(mode: str) -> None:
             if r.terminated or r.truncated:
                 ref.done = True
         assert math.isfinite(float(out.obs.abs().max()))
+
+
+def test_parity_with_the_reach_block() -> None:
+    # The reach block (own reach, enemy escape reach, escape time margin) from each sim's own
+    # state; close ranges and a short limit give launches, kills and resets on the way.
+    config = SimConfig(dtype="float64", obs_reach=True, max_time_s=20.0,
+                       spawn_separation_m=(12_000.0, 30_000.0))
+    sim = BatchedSim(1, config=config)
+    margin = sim.layout.index("reach.escape_margin")
+    assert margin == sim.layout.size - 1
+    counts = _run_parity(config, num_envs=6, steps=60, seed=7, fire_p=0.1)
+    assert counts["launches"] > 5
+    assert counts["resets"] > 0

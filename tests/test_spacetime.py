@@ -1,4 +1,5 @@
-"""Missile tables and reach estimates (sim/spacetime.py) against sim.md and the simulator."""
+"""Missile tables, reach and escape estimates (sim/spacetime.py, sim/reach.py) against sim.md
+and the simulator."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ import torch
 
 from sim import BatchedSim, SimConfig
 from sim.layout import MISSILE_SPEED_SCALE_MPS
+from sim.reach_truth import measure_reach
 from sim.spacetime import (
-    SPENT_SPEED_MPS,
+    MARGIN_HORIZON_S,
+    escape_time_margin,
     missile_tables,
     own_reach_straight,
+    reach_by_time,
     reach_features,
     reach_straight,
     reach_turning_away,
@@ -42,10 +46,10 @@ def test_tables_match_the_numbers_in_sim_md(tables):
     assert 1260 < float(speed.max()) < 1275
     assert 18_000 < float(dist[int((times - 20.0).abs().argmin())]) < 18_100
     assert float(times[-1]) == pytest.approx(CONFIG.missile_max_flight_time_s)
-    # Spent (below Mach 1) for good once it has slowed past 340 m/s after burn-out.
+    # Spent for good once it has slowed past the sim's loss speed (200 m/s) after burn-out.
     live = tables.live[i]
     first_dead = int((~live).nonzero()[0])
-    assert float(speed[first_dead]) < SPENT_SPEED_MPS <= float(speed[first_dead - 1])
+    assert float(speed[first_dead]) < CONFIG.missile_min_speed_mps <= float(speed[first_dead - 1])
     assert not bool(live[first_dead:].any())
 
 
@@ -80,11 +84,29 @@ def test_tables_reproduce_a_missile_in_the_simulator(tables):
     assert checked >= 10
 
 
-def test_reach_against_a_standing_target_is_the_live_flight_distance(tables):
-    r = reach_straight(tables, _t(300.0), _t(0.0), _t(1.0), _t(0.0))
-    i = _row(tables, 300.0)
-    expected = float(tables.distance_m[i][tables.live[i]].max()) + CONFIG.launch_offset_m
-    assert float(r) == pytest.approx(expected)
+# Coarse grid: shooter and target speeds 250-450 m/s; head-on, tail, beam and oblique targets
+# flying straight, and turning away from head-on, beam and oblique aspects.
+COARSE_GRID = [
+    # shooter m/s, target m/s, aspect deg (0: flying away, 180: at the shooter), turning away
+    (300.0, 300.0, 180.0, False), (450.0, 250.0, 0.0, False), (250.0, 450.0, 90.0, False),
+    (400.0, 350.0, 135.0, False), (350.0, 400.0, 180.0, True), (450.0, 300.0, 90.0, True),
+    (250.0, 250.0, 45.0, True), (300.0, 450.0, 0.0, False),
+]
+
+
+def test_reach_agrees_with_shots_in_the_simulator_within_3_percent(tables):
+    # The truth: shots fired in one BatchedSim, the largest range that hits (to 69 m).
+    vs, vt, aspect_deg, escape = (torch.tensor(c) for c in zip(*COARSE_GRID, strict=True))
+    aspect = torch.deg2rad(aspect_deg.double())
+    truth = measure_reach(CONFIG, vs, vt, aspect, escape, candidates=12)
+    model = torch.where(
+        escape,
+        reach_turning_away(tables, vs.double(), vt.double(), aspect.cos(), aspect.sin()),
+        reach_straight(tables, vs.double(), vt.double(), aspect.cos(), aspect.sin()),
+    )
+    ratio = model / truth
+    assert bool((truth > 5_000).all()), truth
+    assert bool(((ratio - 1).abs() < 0.03).all()), list(zip(COARSE_GRID, ratio.tolist(), strict=True))
 
 
 def test_reach_orders_the_geometries_sensibly(tables):
@@ -94,21 +116,48 @@ def test_reach_orders_the_geometries_sensibly(tables):
     away = reach_turning_away(tables, v, v, ang.cos(), ang.sin())
     head_on, beam, tail, oblique = straight.tolist()
     assert head_on > oblique > beam > tail > 0
-    # Head-on, a 300 m/s target adds 300 m/s × flight time to the missile's own reach.
-    assert head_on == pytest.approx(float(reach_straight(tables, v[:1], v[:1] * 0, _t(1.0), _t(0.0))) + 300 * 45, rel=0.02)
-    # Turning away never helps the missile; for a target already flying away it changes nothing.
+    # Mirror images reach alike.
+    assert torch.allclose(reach_straight(tables, v, v, ang.cos(), -ang.sin()), straight)
+    # Turning away (at full throttle) never helps the missile; it helps most head-on.
     assert bool((away <= straight + 1e-6).all())
-    assert away[2] == pytest.approx(straight[2])
-    assert away[0] < 0.6 * straight[0]
-    # A faster launcher reaches further.
+    assert away[0] < 0.4 * straight[0]
+    # A faster launcher reaches further, and so does a shot at a slower target flying away.
     fast = reach_straight(tables, v * 1.5, v, ang.cos(), ang.sin())
     assert bool((fast > straight).all())
+    assert float(reach_straight(tables, v[:1], v[:1] * 0.8, _t(1.0), _t(0.0))) > tail
+
+
+def test_reach_by_time_grows_to_the_reach(tables):
+    v = torch.full((3,), 350.0, dtype=torch.float64)
+    ang = torch.tensor([math.pi, math.pi / 2, 0.0], dtype=torch.float64)
+    times = torch.arange(0.0, 121.0, 1.0, dtype=torch.float64)
+    for escape, reach_fn in ((False, reach_straight), (True, reach_turning_away)):
+        by_time = reach_by_time(tables, escape, v, v, ang.cos(), ang.sin(), times)
+        assert bool((by_time[:, 0] == 0).all())
+        assert bool((by_time[:, 1:] >= by_time[:, :-1] - 1e-6).all())
+        assert torch.allclose(by_time[:, -1], reach_fn(tables, v, v, ang.cos(), ang.sin()))
+    # A missile needs time: 10 s after launch it has caught nothing beyond its 10 s flight
+    # plus what a head-on target flies towards it.
+    ten = reach_by_time(tables, False, v[:1], v[:1], _t(-1.0), _t(0.0), torch.tensor([10.0]))
+    assert float(ten) < float(tables.distance_m[_row(tables, 350.0), 20]) + 350 * 10 + 200
+
+
+def test_escape_time_margin_counts_down_to_the_escape_reach(tables):
+    # Head-on at 300 m/s each, 40 km apart: the range closes at 600 m/s and the geometry never
+    # changes, so the margin is (range - escape reach) / 600.
+    reach = float(reach_turning_away(tables, _t(300.0), _t(300.0), _t(-1.0), _t(0.0)))
+    for rng in (40_000.0, 20_000.0, 10_000.0):
+        margin = escape_time_margin(tables, _t(rng), _t(0.0), _t(300.0), _t(0.0), _t(-300.0), _t(0.0))
+        assert float(margin) == pytest.approx((rng - reach) / 600.0, abs=0.3)
+    # Flying apart outside the reach: never inside, the margin is the horizon.
+    apart = escape_time_margin(tables, _t(30_000.0), _t(0.0), _t(-300.0), _t(0.0), _t(300.0), _t(0.0))
+    assert float(apart) == MARGIN_HORIZON_S
 
 
 @pytest.mark.parametrize("factor, hits", [(0.92, True), (1.5, False)])
 def test_reach_separates_hits_from_misses_in_the_simulator(tables, factor, hits):
-    # Head-on at 300 m/s the reach is about 43.5 km: a shot at a straight flyer from just inside
-    # it hits; from far outside it the missile is lost (the Mach-1 rule keeps a margin).
+    # Head-on at 300 m/s the reach is about 62 km: a shot at a straight flyer from just inside
+    # it hits; from far outside it the missile is lost.
     reach = float(reach_straight(tables, _t(300.0), _t(300.0), _t(-1.0), _t(0.0)))
     config = SimConfig(scenario="head_on", head_on_separation_m=factor * reach)
     sim = BatchedSim(1, config)
@@ -135,9 +184,11 @@ def test_reach_features_from_observations(tables):
     assert f.own_reach_straight_m.tolist() == pytest.approx([expected] * 2, rel=1e-4)
     assert f.enemy_reach_straight_m.tolist() == pytest.approx([expected] * 2, rel=1e-4)
     assert bool((f.own_reach_escape_m < f.own_reach_straight_m).all())
-    # 28 km head-on: inside the straight-flight reach (43.5 km); turning away (reach about
-    # 19.6 km) still escapes a launch now.
+    # 28 km head-on: inside the straight-flight reach (62 km); turning away (reach about
+    # 17 km) still escapes a launch now, for about (28 - 17) km / 600 m/s more.
     assert bool(f.enemy_in_own_reach.all()) and bool(f.own_escape_possible.all())
+    expected_margin = (f.range_m - f.enemy_reach_escape_m) / 600.0
+    assert torch.allclose(f.escape_margin_s, expected_margin, atol=0.3)
     assert torch.allclose(own_reach_straight(obs, sim.layout, tables), f.own_reach_straight_m)
     with pytest.raises(ValueError, match="obs must have shape"):
         reach_features(obs[:, :5], sim.layout, tables)
