@@ -10,7 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from pipeline.plot import load_curves, main as plot_main
+from pipeline.plot import load_curves
+from pipeline.plot import main as plot_main
 from pipeline.progress_log import COLUMNS, ProgressLog, progress_rows, read_progress
 
 ROOT = Path(__file__).resolve().parents[1]
