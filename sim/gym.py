@@ -20,7 +20,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from sim.actions import DISCRETE_NVEC
+from sim.actions import DISCRETE_NVEC, action_tensor
 from sim.autopilot import pursuit_actions
 from sim.batched import BatchedSim, StepResult
 from sim.config import SimConfig
@@ -225,15 +225,7 @@ class MidrangeEnv(gymnasium.Env):
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         if self._obs is None:
             raise RuntimeError("call reset() before step()")
-        arr = np.asarray(action)
-        if arr.shape != (3,):
-            raise ValueError(f"action must have shape (3,), got {arr.shape}")
-        if self.config.action_mode == "discrete":
-            if not np.issubdtype(arr.dtype, np.integer):
-                raise ValueError(f"discrete action must be integers, got dtype {arr.dtype}")
-            red = torch.as_tensor(arr.astype(np.int64)).view(1, 3)
-        else:
-            red = torch.as_tensor(arr.astype(np.float64)).view(1, 3).to(self._sim.dtype)
+        red = action_tensor(action, self.config.action_mode, (3,), self._sim.dtype, self._sim.device).view(1, 3)
         blue = opponent_actions(self.opponent, self._obs[:, 1], self.config.action_mode)
         out = self._sim.step(torch.stack([red, blue.to(red.dtype)], dim=1))
         reward = float(step_reward(self.reward, self._obs[:, 0], red, out)[0])
@@ -320,17 +312,8 @@ class MidrangeVectorEnv(VectorEnv):
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         if self._obs is None:
             raise RuntimeError("call reset() before step()")
-        arr = np.asarray(actions)
-        if arr.shape != (self.num_envs, 3):
-            raise ValueError(f"actions must have shape ({self.num_envs}, 3), got {arr.shape}")
-        dev = self._sim.device
-        if self.config.action_mode == "discrete":
-            # As in the single env: float indices are refused, not truncated by astype.
-            if not np.issubdtype(arr.dtype, np.integer):
-                raise ValueError(f"discrete actions must be integers, got dtype {arr.dtype}")
-            red = torch.as_tensor(arr.astype(np.int64), device=dev)
-        else:
-            red = torch.as_tensor(arr, device=dev).to(self._sim.dtype)
+        red = action_tensor(actions, self.config.action_mode, (self.num_envs, 3), self._sim.dtype,
+                            self._sim.device, who="actions")
         blue = opponent_actions(self.opponent, self._obs[:, 1], self.config.action_mode)
         out = self._sim.step(torch.stack([red, blue.to(red.dtype)], dim=1))
         reward = step_reward(self.reward, self._obs[:, 0], red, out)
