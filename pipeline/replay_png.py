@@ -53,13 +53,16 @@ def save_figure(fig: Any, path: Path, fmt: str = "png", dpi: int = 120) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def write_png(replay: Replay, path: Path, tick_s: float = 10.0) -> None:
-    """Draw ``replay`` into ``path`` (PNG)."""
+def write_png(replay: Replay, path: Path, tick_s: float | None = None) -> None:
+    """Draw ``replay`` into ``path`` (PNG); time ticks every ``tick_s`` seconds (default: 5, 10,
+    20, 30 or 60, whichever gives at most a dozen)."""
     plt = require_matplotlib("--png")
     from mpl_toolkits.axes_grid1.anchored_artists import AnchoredSizeBar
 
     a = replay.arrays
     t = a["t_s"]
+    if tick_s is None:
+        tick_s = next((s for s in (5.0, 10.0, 20.0, 30.0) if float(t[-1]) / s <= 12), 60.0)
     km = 1e-3
     fig, ax = plt.subplots(figsize=(8, 8))
     try:
