@@ -53,6 +53,52 @@ SEARCH_PASSES = 3
 """Passes of the search; each narrows the bracket ``SEARCH_CANDIDATES``-fold."""
 
 
+def target_thrust(config: SimConfig, speed_mps: torch.Tensor, escape: torch.Tensor) -> torch.Tensor:
+    """The target's thrust acceleration: full when escaping, else trimmed to hold ``speed_mps``
+    flying straight (thrust equals drag; full thrust above the top speed)."""
+    fa = config.fighter
+    trim = torch.clamp(fa.cd0 * speed_mps * speed_mps, max=fa.max_thrust_mps2)
+    return torch.where(escape, torch.full_like(trim, fa.max_thrust_mps2), trim)
+
+
+def target_step(
+    config: SimConfig, px: torch.Tensor, py: torch.Tensor, vx: torch.Tensor, vy: torch.Tensor,
+    escape: torch.Tensor, thrust: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One physics step of the target in the shot's frame: where ``escape`` (0 or 1) the rudder
+    that turns its heading towards 0 (along ``+x``, away from the launch point), at most full;
+    elsewhere rudder 0."""
+    fa = config.fighter
+    speed = torch.sqrt(vx * vx + vy * vy).clamp_min(1e-6)
+    turn_gain = 1.0 / (fa.lift_factor * config.dt_s)
+    rudder = escape * torch.clamp(-torch.atan2(vy, vx) * turn_gain / speed, -1.0, 1.0)
+    return aero_step(px, py, vx, vy, rudder, thrust, fa, config.dt_s)
+
+
+def target_paths(
+    config: SimConfig, speed_mps: torch.Tensor, aspect_rad: torch.Tensor, escape: bool,
+    times_s: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Displacement ``[B, T]`` along and across the line of sight of targets flying the shot's
+    manoeuvre (straight, or the escape turn) from heading ``aspect_rad`` ``[B]`` at
+    ``speed_mps`` ``[B]``, at the times ``[T]`` (rounded to physics steps)."""
+    dtype = speed_mps.dtype
+    px, py = torch.zeros_like(speed_mps), torch.zeros_like(speed_mps)
+    vx, vy = speed_mps * aspect_rad.cos(), speed_mps * aspect_rad.sin()
+    esc = torch.full_like(speed_mps, 1.0 if escape else 0.0)
+    thrust = target_thrust(config, speed_mps, torch.full_like(speed_mps, escape, dtype=torch.bool))
+    steps = torch.round(times_s.to(dtype) / config.dt_s).long().clamp_min(0)
+    xs, ys = torch.zeros(speed_mps.shape[0], steps.shape[0], dtype=dtype), torch.zeros(
+        speed_mps.shape[0], steps.shape[0], dtype=dtype)
+    last = int(steps.max()) if steps.numel() else 0
+    for step in range(last + 1):
+        at = steps == step
+        if bool(at.any()):
+            xs[:, at], ys[:, at] = px.unsqueeze(1), py.unsqueeze(1)
+        px, py, vx, vy = target_step(config, px, py, vx, vy, esc, thrust)
+    return xs, ys
+
+
 def simulate_shots(
     config: SimConfig,
     shooter_speed_mps: torch.Tensor,
@@ -64,7 +110,7 @@ def simulate_shots(
     """Hit time ``[B]`` in seconds (``inf`` for a miss) of the shots described in the module
     docstring, one per element of the ``[B]`` inputs (``escape`` bool: turning away)."""
     dtype = range_m.dtype
-    dt, fa, ma = config.dt_s, config.fighter, config.missile
+    dt, ma = config.dt_s, config.missile
     vs, vt = shooter_speed_mps.to(dtype), target_speed_mps.to(dtype)
     psi = aspect_rad.to(dtype)
     b = range_m.shape[0]
@@ -73,9 +119,7 @@ def simulate_shots(
     mvx, mvy = vs.clone(), torch.zeros_like(range_m)
     tpx, tpy = range_m.clone(), torch.zeros_like(range_m)
     tvx, tvy = vt * psi.cos(), vt * psi.sin()
-    trim = torch.clamp(fa.cd0 * vt * vt, max=fa.max_thrust_mps2)
-    thrust_t = torch.where(escape, torch.full_like(trim, fa.max_thrust_mps2), trim)
-    turn_gain = 1.0 / (fa.lift_factor * dt)
+    thrust_t = target_thrust(config, vt, escape)
     esc = escape.to(dtype)
     burning, coasting = torch.tensor(ma.max_thrust_mps2, dtype=dtype), torch.tensor(0.0, dtype=dtype)
     hit_time = torch.full((b,), math.inf, dtype=dtype)
@@ -84,10 +128,7 @@ def simulate_shots(
     hit_r2, min_v2 = config.hit_radius_m**2, config.missile_min_speed_mps**2
     for step in range(config.max_flight_steps + 1):
         rud_m = pn_rudder(tpx - mpx, tpy - mpy, tvx - mvx, tvy - mvy, mvx, mvy, config.nav_constant, ma)
-        # Escape: the rudder that turns the heading to 0 (along +x), at most full.
-        speed_t = torch.sqrt(tvx * tvx + tvy * tvy).clamp_min(1e-6)
-        rud_t = esc * torch.clamp(-torch.atan2(tvy, tvx) * turn_gain / speed_t, -1.0, 1.0)
-        tpx2, tpy2, tvx, tvy = aero_step(tpx, tpy, tvx, tvy, rud_t, thrust_t, fa, dt)
+        tpx2, tpy2, tvx, tvy = target_step(config, tpx, tpy, tvx, tvy, esc, thrust_t)
         thrust_m = burning if step < config.burn_steps else coasting
         mpx2, mpy2, mvx, mvy = aero_step(mpx, mpy, mvx, mvy, rud_m, thrust_m, ma, dt)
         hit = alive & (swept_min_dist2(mpx - tpx, mpy - tpy, mpx2 - tpx2, mpy2 - tpy2) < hit_r2)
