@@ -8,7 +8,9 @@ outputs may be asked for in one call:
 - ``--png OUT``: the whole fight on one top-down picture (:mod:`pipeline.replay_png`);
 - ``--gif OUT`` / ``--mp4 OUT``: the fight animated with the ``render_mode`` drawing, threat
   regions included (:mod:`pipeline.replay_video`; ``--fps``, ``--speed``, ``--size``);
-- ``--acmi OUT``: Tacview's text ACMI 2.2 (:mod:`pipeline.acmi`).
+- ``--acmi OUT``: Tacview's text ACMI 2.2 (:mod:`pipeline.acmi`);
+- ``--spacetime OUT``: the spacetime graph at one moment (``--at SECONDS``, default the first
+  launch; ``--own red|blue``), 3-D and from above (:mod:`pipeline.spacetime_plot`).
 
 Every output is one row of :data:`OUTPUTS` (its flag, what it needs installed, the function that
 writes it, and any options of its own), so a new kind of output is one more row. The replay is
@@ -100,6 +102,20 @@ def _acmi(replay: Replay, path: Path, args: argparse.Namespace) -> str:
     return "Tacview ACMI 2.2"
 
 
+def _spacetime_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--at", type=float, default=None, metavar="SECONDS",
+                   help="spacetime graph: the moment, s of sim time (default: the first launch)")
+    p.add_argument("--own", choices=("red", "blue"), default="red",
+                   help="spacetime graph: the fighter it is seen from (default red)")
+
+
+def _spacetime(replay: Replay, path: Path, args: argparse.Namespace) -> str:
+    from pipeline.spacetime_plot import write_spacetime
+
+    state = write_spacetime(replay, path, at_s=args.at, own=0 if args.own == "red" else 1)
+    return f"spacetime graph at {state.t_s:.1f} s seen from {args.own}"
+
+
 OUTPUTS: tuple[Output, ...] = (
     Output("--png", "top-down tracks, markers, time ticks, scale bar, legend, outcome",
            (("matplotlib", VIZ),), _png),
@@ -107,14 +123,18 @@ OUTPUTS: tuple[Output, ...] = (
     Output("--mp4", "the fight animated, H.264", (("PIL", VIZ), ("imageio_ffmpeg", VIZ)), _mp4,
            _video_options),
     Output("--acmi", "Tacview text ACMI 2.2", (), _acmi),
+    Output("--spacetime", "the spacetime graph at --at SECONDS: threat regions, reach, predicted and "
+           "flown paths, escape margin", (("matplotlib", VIZ),), _spacetime, _spacetime_options),
 )
 """Every output, in the order they are written."""
 
 
 def build_parser(outputs: tuple[Output, ...] = OUTPUTS) -> argparse.ArgumentParser:
     """The command line of ``python -m pipeline.replay``."""
+    # Outputs may declare the same option (an added output may want --at, like the spacetime
+    # graph): the last declaration wins instead of a conflict error.
     p = argparse.ArgumentParser(prog="python -m pipeline.replay", description=__doc__.split("\n\n")[0],
-                                allow_abbrev=False)
+                                allow_abbrev=False, conflict_handler="resolve")
     p.add_argument("file", type=Path, help="a replay file (*.replay)")
     for out in outputs:
         p.add_argument(out.flag, type=Path, metavar="OUT", help=out.help)

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from pipeline.evaluate import main as evaluate_main
+from pipeline.replay import main as replay_main
 from pipeline.spacetime_plot import (
     FightState,
     draw_spacetime,
@@ -115,3 +116,7 @@ def test_a_recorded_fight_is_drawn(tmp_path: Path):
     assert state.future_t_s[0] == 0.0 and state.future_x.shape[1] == 2
     with pytest.raises(ValueError, match="outside the replay"):
         fight_state(replay, at_s=1e6)
+    # The command line: python -m pipeline.replay FILE --spacetime OUT --at SECONDS --own blue.
+    written = replay_main([str(path), "--spacetime", str(tmp_path / "cli.png"), "--at", "3", "--own", "blue"])
+    assert written == {"--spacetime": tmp_path / "cli.png"}
+    assert (tmp_path / "cli.png").stat().st_size > 10_000
