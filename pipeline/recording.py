@@ -48,9 +48,12 @@ def replay_header(sim: BatchedSim, env: int, episode: int, red: str, blue: str, 
 class MatchRecorder:
     """Counts the replays of one match and opens their files (first episodes only)."""
 
-    def __init__(self, directory: str | Path, agent: str, opponent: str, episodes: int) -> None:
+    def __init__(self, directory: str | Path, agent: str, opponent: str, episodes: int,
+                 agent_label: str | None = None) -> None:
         self.directory = Path(directory)
         self.agent, self.opponent = agent, opponent
+        self.agent_label = agent_label or agent
+        """The agent's name in the file names (the header always holds its spec)."""
         self.remaining = max(int(episodes), 0)
         self.written: list[Path] = []
         self._next = 0
@@ -63,7 +66,7 @@ class MatchRecorder:
             return None
         self.remaining -= count
         red, blue = (self.agent, self.opponent) if agent_side == 0 else (self.opponent, self.agent)
-        stem = f"{safe_name(self.agent)}-vs-{safe_name(self.opponent)}"
+        stem = f"{safe_name(self.agent_label)}-vs-{safe_name(self.opponent)}"
 
         def open_episode(env: int, episode: int) -> ReplayWriter | None:
             if episode != 0:
