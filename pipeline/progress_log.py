@@ -16,7 +16,7 @@ import csv
 import io
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -71,7 +71,7 @@ class ProgressLog:
 
             self._tb = SummaryWriter(log_dir=str(Path(run_dir) / TENSORBOARD_DIR))
 
-    def append(self, rows: list[Mapping[str, Any]]) -> None:
+    def append(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """Append ``rows`` (column -> value; missing columns are left empty). ``wall_s`` is the
         seconds of this session; the file holds it counted from the run's first session."""
         if not rows:
@@ -99,7 +99,7 @@ class ProgressLog:
         if self._tb is not None:
             self._scalars(full)
 
-    def _scalars(self, rows: list[Mapping[str, Any]]) -> None:
+    def _scalars(self, rows: Sequence[Mapping[str, Any]]) -> None:
         for row in rows:
             step = int(_float(row.get("agent_steps")) or 0)
             opponent = str(row.get("opponent") or "all")
