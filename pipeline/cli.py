@@ -44,6 +44,7 @@ FLAG_KEYS: dict[str, str] = {
     "metrics_port": "run.metrics_port",
     "metrics_addr": "run.metrics_addr",
     "profile": "run.profile",
+    "tensorboard": "run.tensorboard",
 }
 
 
@@ -93,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="record ITERATIONS learner iterations (default 5) with torch.profiler into "
                    "RUN_DIR/trace.json and report actor/learner overlap")
     p.add_argument("--display", choices=DISPLAYS, help="live display (default auto)")
+    p.add_argument("--tensorboard", action="store_true", default=None,
+                   help="also write TensorBoard event files into RUN_DIR/tensorboard (RUN_DIR/progress.csv "
+                   "is always written)")
     p.add_argument("--debug", action="store_true", default=None,
                    help="fill ring slots with a magic value and check every chunk")
     p.add_argument("--no-cuda-graph", dest="cuda_graph", action="store_false", default=None,

@@ -13,6 +13,7 @@ same network with the same hyper-parameters on any device. Every bad name or val
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import math
 import os
 import types
@@ -66,6 +67,12 @@ class RunConfig:
     """How many numbered checkpoints to keep besides ``latest.pt``."""
     eval_episodes: int = 64
     """Episodes per scripted opponent in the end-of-run evaluation; 0 skips it."""
+    eval_replays: int = 2
+    """Replays per scripted opponent the end-of-run evaluation records into ``RUN/replays``
+    (half with the policy as red, half as blue; ``python -m pipeline.replay FILE``); 0: none."""
+    tensorboard: bool = False
+    """Also write TensorBoard event files into ``RUN/tensorboard`` (the ``tensorboard`` extra);
+    ``RUN/progress.csv`` is written either way."""
     actor_threads: int = 1
     """Worker threads running actor chunks in async mode; when left out, on a CPU one per core
     left after the learner's (CPU-bound threads beyond the cores only fight over the GIL), on
@@ -408,6 +415,10 @@ def validate(config: PipelineConfig) -> None:
             raise ConfigError(f"run.{name} must be >= 1, got {getattr(run, name)}")
     if run.eval_episodes < 0:
         raise ConfigError(f"run.eval_episodes must be >= 0, got {run.eval_episodes}")
+    if run.eval_replays < 0:
+        raise ConfigError(f"run.eval_replays must be >= 0, got {run.eval_replays}")
+    if run.tensorboard and importlib.util.find_spec("tensorboard") is None:
+        raise ConfigError("run.tensorboard needs the tensorboard package: pip install 'midrange-rl[tensorboard]'")
     if actors.count < 1:
         raise ConfigError(f"actors.count must be >= 1, got {actors.count}")
     for name in ("envs_per_actor", "rollout_len"):

@@ -77,23 +77,32 @@ def make_logger(run_dir: Path) -> logging.Logger:
     return log
 
 
-def evaluate(checkpoint: Path, config: PipelineConfig) -> str:
-    """Play the checkpoint against the scripted opponents (``pipeline.evaluate``), as a table;
-    on a Gymnasium env, its mean return over ``run.eval_episodes`` episodes."""
+def evaluate(checkpoint: Path, config: PipelineConfig, run_dir: Path | None = None) -> str:
+    """Play the checkpoint against the scripted opponents (``pipeline.evaluate``), as a table,
+    recording ``run.eval_replays`` replays per opponent into ``run_dir/replays``; on a
+    Gymnasium env, its mean return over ``run.eval_episodes`` episodes."""
     if not is_sim(config.actors.env):
         factory = EnvFactory(config.actors.env, dict(config.actors.env_kwargs))
         return evaluate_returns(checkpoint, factory, config.run.eval_episodes,
                                 seed=config.run.seed + 1).line()
     from pipeline.evaluate import format_table, play_match
+    from pipeline.recording import MatchRecorder
 
+    replays = run_dir / "replays" if run_dir is not None and config.run.eval_replays > 0 else None
+    if replays is not None:
+        replays.mkdir(exist_ok=True)
+    stats = []
     with torch.no_grad():
-        stats = [
-            play_match(str(checkpoint), opp, config.run.eval_episodes, config.sim,
-                       seed=config.run.seed + 1, device=config.run.device,
-                       batch=max(config.run.eval_episodes // 2, 1))
-            for opp in ("straight", "pursuit", "shooter", "crank")
-        ]
-    return format_table(stats, config.sim.decision_dt_s)
+        for opp in ("straight", "pursuit", "shooter", "crank"):
+            recording = (MatchRecorder(replays, str(checkpoint), opp, config.run.eval_replays, agent_label="policy")
+                         if replays is not None else None)
+            stats.append(play_match(str(checkpoint), opp, config.run.eval_episodes, config.sim,
+                                    seed=config.run.seed + 1, device=config.run.device,
+                                    batch=max(config.run.eval_episodes // 2, 1), recording=recording))
+    table = format_table(stats, config.sim.decision_dt_s)
+    if replays is not None:
+        table += f"\nreplays: {replays} (python -m pipeline.replay FILE --png OUT)"
+    return table
 
 
 def run(config: PipelineConfig) -> RunResult:
@@ -207,6 +216,7 @@ def _train(config: PipelineConfig, parts: RunParts, metrics: Metrics, display: D
             if the_run.stop_reason and not error:
                 display.message(f"stopping: {the_run.stop_reason}")
             progress.report()
+            progress.progress_log.close()
             _close_profile(progress, display)
             display.close()
             if exporter is not None:
@@ -344,7 +354,7 @@ def _summarize(config: PipelineConfig, the_run: Run, progress: RunProgress, disp
     for line in lines:
         display.message(line)
     if exit_code == 0 and not stopped and ckpt is not None and config.run.eval_episodes > 0:
-        result.evaluation = evaluate(ckpt, config)
+        result.evaluation = evaluate(ckpt, config, progress.run_dir)
         if result.evaluation:
             what = ("against the scripted opponents" if is_sim(config.actors.env)
                     else "with the most likely actions")

@@ -22,6 +22,7 @@ from pipeline.config import PipelineConfig
 from pipeline.display import Display, Progress
 from pipeline.loops import ChunkOutcome, UpdateReport
 from pipeline.parts import RunParts
+from pipeline.progress_log import ProgressLog, progress_rows
 
 WIN_WINDOW_EPISODES = 500
 """The displayed win rate covers about this many of the most recent episodes."""
@@ -87,6 +88,8 @@ class RunProgress:
         self._last_lag_index = 0
         self._last_checkpoint_t = self.start_time
         self._lock = threading.Lock()  # hooks come from the loop thread and the learner's
+        self.progress_log = ProgressLog(run_dir, self.config.run.tensorboard)
+        """``RUN/progress.csv`` (and TensorBoard): one row per opponent at every report."""
 
     @property
     def agent_steps(self) -> int:
@@ -227,9 +230,12 @@ class RunProgress:
         )
 
     def report(self) -> None:
-        """Refresh the display and log the learner's latest statistics."""
-        self.display.update(self.snapshot())
+        """Refresh the display, append to ``progress.csv`` and log the learner's latest
+        statistics."""
+        snap = self.snapshot()
+        self.display.update(snap)
         stats = self.last_stats
+        self.progress_log.append(progress_rows(snap, stats))
         if stats:
             keys = ("loss_policy", "loss_value", "entropy", "approx_kl", "clip_fraction",
                     "explained_variance", "learning_rate", "return_mean")
