@@ -9,8 +9,8 @@ use. Printed per geometry: both ranges and their ratio; then the worst error per
 what the lookup costs per environment, and what the observation's ``reach`` block
 (``SimConfig.obs_reach``) adds to a decision step of the batched sim.
 
-Usage: ``python bench/reach.py [--quick]`` (quick: speeds 250/350/450 only). The last line is
-``RESULT max_rel_error=... ...``.
+Usage: ``python bench/reach.py [--quick] [--threads 1]`` (quick: speeds 250/350/450 only). The
+last line is ``RESULT max_rel_error=... ...``.
 """
 
 from __future__ import annotations
@@ -65,7 +65,11 @@ def step_cost_ms(config: SimConfig, n: int, steps: int) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="speeds 250/350/450 only")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads (default 1: on a shared 2-core machine, intra-op "
+                             "threads mostly wait on each other)")
     args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
     config = SimConfig()
     speeds = [250.0, 350.0, 450.0] if args.quick else [250.0, 300.0, 350.0, 400.0, 450.0]
     rows = [(vs, vt, g) for vs in speeds for vt in speeds for g in GEOMETRIES]
