@@ -297,6 +297,17 @@ class SimActor:
         self.stats.reset()
 
     @torch.no_grad()
+    def restart_envs(self, env_mask: torch.Tensor) -> None:
+        """Start new episodes in the masked environments between two chunks (a league gives
+        them another opponent). The cut episodes count as neither finished nor lost: the last
+        chunk already bootstraps them from its ``next_values``, as for a time limit."""
+        with self._on_stream():
+            self._obs.copy_(self.sim.reset(env_mask))
+            self.opponent.reset(env_mask)
+            self.reward.reset(env_mask)
+            self.stats.forget(env_mask)
+
+    @torch.no_grad()
     def rollout(self, slot: Rollout, should_stop: Callable[[], bool] | None = None) -> None:
         """Write one T-step chunk into ``slot`` (enqueued on this actor's stream on CUDA).
 

@@ -69,6 +69,9 @@ class EpisodeStats:
         self.chunk_done = torch.zeros(rollout_len, num_envs, dtype=torch.bool, device=device)
         self.chunk_lengths = torch.zeros(rollout_len, num_envs, dtype=torch.int64, device=device)
         self._start_counts = torch.zeros_like(self.counts)
+        self.env_results = torch.zeros(3, num_envs, dtype=torch.int64, device=device)
+        """Wins, draws and losses of each environment since :meth:`take_env_results` (a league
+        sums them over the environments that faced one opponent)."""
 
     def update_counts(self, out: StepResult, reward: torch.Tensor) -> None:
         """Fold one step's outcomes and rewards in (masked, no host sync). The chunk's per-step
@@ -81,6 +84,7 @@ class EpisodeStats:
         drew = done & (winner == 2)
         length = torch.where(done, out.episode_steps, 0)
         self.counts.add_(torch.stack([won.sum(), drew.sum(), lost.sum(), done.sum(), length.sum()]))
+        self.env_results.add_(torch.stack([won, drew, lost]))
         self.return_sum.add_(torch.where(done, self.running_return, 0.0).sum().double())
         self.running_return.masked_fill_(done, 0.0)
 
@@ -96,9 +100,21 @@ class EpisodeStats:
         delta = self.counts - self._start_counts
         return delta[0], delta[1], delta[2], self.chunk_lengths[self.chunk_done]
 
+    def take_env_results(self) -> torch.Tensor:
+        """Per-environment wins, draws and losses ``[3, N]`` since the last call, on the host;
+        the counters restart from zero. At a chunk boundary only."""
+        out = self.env_results.to("cpu", copy=True)  # .cpu() of a CPU tensor is itself
+        self.env_results.zero_()
+        return out
+
+    def forget(self, env_mask: torch.Tensor) -> None:
+        """Drop the running returns of episodes cut short where ``env_mask`` is set (they are
+        never counted as finished)."""
+        self.running_return.masked_fill_(env_mask, 0.0)
+
     def reset(self) -> None:
         """Zero every total and running return (in place: captured graphs keep their buffers)."""
-        for t in (self.running_return, self.counts, self.return_sum, self._start_counts):
+        for t in (self.running_return, self.counts, self.return_sum, self._start_counts, self.env_results):
             t.zero_()
 
     def summary(self) -> EpisodeSummary:

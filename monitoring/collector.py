@@ -93,6 +93,8 @@ CATALOG: tuple[MetricSpec, ...] = (
     _S("midrange_learner_stat", "gauge", "Other latest learner statistics, by name.", ("name",)),
     _S("midrange_overlap_ratio", "gauge", "Fraction of wall time in which actor and learner work ran at once (profiled)."),
     _S("midrange_env_worker_restarts", "counter", "Env worker processes restarted, by reason (died, timeout).", ("reason",)),
+    _S("midrange_league_rating", "gauge", "Bradley-Terry rating (Elo scale) of each league player, the learner included.", ("player",)),
+    _S("midrange_league_games", "counter", "League games of the learner, by opponent and the learner's outcome.", ("opponent", "outcome")),
     _S("midrange_cuda_memory_allocated_bytes", "gauge", "Bytes held by tensors in the CUDA caching allocator.", ("device",)),
     _S("midrange_cuda_memory_reserved_bytes", "gauge", "Bytes reserved from the driver by the CUDA caching allocator.", ("device",)),
     _S("midrange_cuda_memory_peak_allocated_bytes", "gauge", "Peak bytes held by tensors since start.", ("device",)),
@@ -228,6 +230,15 @@ class MetricsCollector(Collector):
         for reason, n in sorted({"died": 0, "timeout": 0, **snap.env_worker_restarts}.items()):
             fam.add_metric([reason], n)
         yield fam
+        if snap.league_ratings or snap.league_games:
+            fam = _family("midrange_league_rating")
+            for player, r in sorted(snap.league_ratings.items()):
+                fam.add_metric([player], r)
+            yield fam
+            fam = _family("midrange_league_games")
+            for (opponent, outcome), n in sorted(snap.league_games.items()):
+                fam.add_metric([opponent, outcome], n)
+            yield fam
         yield from self._learner_stats(snap.update_stats)
         if snap.overlap_ratio is not None:
             fam = _family("midrange_overlap_ratio")

@@ -90,6 +90,8 @@ class MetricsSnapshot:
     ring: Any | None
     """``ring.stats()`` of the watched ring, or None."""
     env_worker_restarts: dict[str, int] = field(default_factory=dict)
+    league_ratings: dict[str, float] = field(default_factory=dict)
+    league_games: dict[tuple[str, str], int] = field(default_factory=dict)
     """Env worker processes restarted, by reason (``died``, ``timeout``)."""
 
 
@@ -131,6 +133,8 @@ class Metrics:
         self._overlap_ratio: float | None = None
         self._ring: RingLike | None = None
         self._env_worker_restarts: dict[str, int] = {}
+        self._league_ratings: dict[str, float] = {}
+        self._league_games: dict[tuple[str, str], int] = {}
         if not self.enabled:
             for name in self._UPDATE_METHODS:
                 setattr(self, name, _noop)
@@ -328,6 +332,14 @@ class Metrics:
         with self._lock:
             self._env_worker_restarts[reason] = self._env_worker_restarts.get(reason, 0) + 1
 
+    def set_league(self, ratings: Mapping[str, float], games: Mapping[tuple[str, str], int]) -> None:
+        """The league's current ratings (Elo scale, by player) and its total games (by opponent
+        and the learner's outcome)."""
+        with self._lock:
+            self._league_ratings = {check_label("player", k): float(v) for k, v in ratings.items()}
+            self._league_games = {(check_label("opponent", o), check_label("outcome", r)): int(n)
+                                  for (o, r), n in games.items()}
+
     # ---- reading ------------------------------------------------------------------------
     def snapshot(self) -> MetricsSnapshot:
         """Read everything (device accumulators included); called at scrape time, not in hot loops."""
@@ -344,6 +356,7 @@ class Metrics:
             episodes_acc = {k: (list(v.host), list(v.device.values())) for k, v in self._episodes.items()}
             lengths = dict(self._episode_length)
             env_worker_restarts = dict(self._env_worker_restarts)
+            league_ratings, league_games = dict(self._league_ratings), dict(self._league_games)
         update_stats = {
             k: float(read_device(v, stats_event if v.is_cuda else None)) if isinstance(v, torch.Tensor) else v
             for k, v in raw_stats.items()
@@ -373,4 +386,5 @@ class Metrics:
             overlap_ratio=self._overlap_ratio,
             ring=ring_stats,
             env_worker_restarts=env_worker_restarts,
+            league_ratings=league_ratings, league_games=league_games,
         )

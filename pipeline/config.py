@@ -147,6 +147,38 @@ class IntakeConfig:
     """Chunks produced by a policy more than this many versions old are dropped (counted)."""
 
 
+LEAGUE = "league"
+"""The ``actors.opponent`` that plays a self-play league (``[league]``, ``pipeline.league``)."""
+
+
+@dataclass(frozen=True)
+class LeagueConfig:
+    """The self-play league (used when ``actors.opponent = "league"``)."""
+
+    anchors: list[str] = field(default_factory=lambda: ["crank", "shooter", "random"])
+    """Fixed opponents always in the pool (any agent spec but ``league``)."""
+    groups_per_actor: int = 4
+    """Groups each actor's environments are split into, each facing one opponent (must divide
+    ``actors.envs_per_actor``)."""
+    hold_chunks: int = 32
+    """Chunks a group keeps its opponent before drawing again. A new opponent restarts the
+    group's episodes (the cut ones count for nobody), so a group should hold its opponent for
+    several episodes: 32 chunks of 16 decisions are 256 s of sim time at the defaults, against
+    episodes of 30–90 s (at most 300 s)."""
+    snapshot_every: int = 10
+    """Updates between two snapshots of the learner put into the pool."""
+    max_snapshots: int = 8
+    """Snapshots kept (the oldest leave the pool and ``RUN/league/``)."""
+    self_play: float = 0.5
+    """Chance a draw picks a past self instead of an anchor (once a snapshot exists)."""
+    pfsp_power: float = 2.0
+    """Prioritized fictitious self-play: weight ``(1 − p_win)^power`` for each opponent."""
+    pfsp_floor: float = 0.05
+    """Least weight of an opponent, so none starves."""
+    window_games: int = 500
+    """Games against one opponent that its recent score and rating mostly rest on."""
+
+
 @dataclass(frozen=True)
 class PipelineConfig:
     """The whole tree, every value chosen (build it with :func:`resolve`)."""
@@ -155,6 +187,7 @@ class PipelineConfig:
     actors: ActorsConfig = field(default_factory=ActorsConfig)
     ring: RingConfig = field(default_factory=RingConfig)
     intake: IntakeConfig = field(default_factory=IntakeConfig)
+    league: LeagueConfig = field(default_factory=LeagueConfig)
     sim: SimConfig = field(default_factory=SimConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
     """The learner's hyper-parameters (``learner.PPOConfig``); ``total_updates`` and ``seed``
@@ -188,6 +221,7 @@ SECTIONS: dict[str, type] = {
     "actors": ActorsConfig,
     "ring": RingConfig,
     "intake": IntakeConfig,
+    "league": LeagueConfig,
 }
 PPO_DERIVED = ("total_updates", "seed")
 """``[ppo]`` fields a run derives (from ``run.total_steps`` and ``run.seed``), never set."""
@@ -218,6 +252,10 @@ def _check_type(where: str, value: Any, annotation: Any) -> Any:
         if isinstance(value, str):
             return value
         raise ConfigError(f"{where} must be a string, got {value!r}")
+    if typing.get_origin(hint) is list:
+        if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            return list(value)
+        raise ConfigError(f"{where} must be a list of strings, got {value!r}")
     if typing.get_origin(hint) is dict:
         if isinstance(value, dict):
             return dict(value)
@@ -454,6 +492,7 @@ def validate(config: PipelineConfig) -> None:
             f"intake.slots_per_batch ({intake.slots_per_batch}) must be <= ring.slots "
             f"({ring.slots}), or the learner could never fill a batch"
         )
+    _validate_league(config)
     if _device_is_cuda(run.device) and actors.count > CUDA_STREAMS_PER_POOL:
         raise ConfigError(
             f"actors.count is {actors.count}, but on CUDA at most {CUDA_STREAMS_PER_POOL} actors run "
@@ -461,3 +500,28 @@ def validate(config: PipelineConfig) -> None:
             f"{CUDA_STREAMS_PER_POOL} per device (more actors would share streams and serialize)"
         )
 
+
+def _validate_league(config: PipelineConfig) -> None:
+    league = config.league
+    for name in ("groups_per_actor", "hold_chunks", "snapshot_every", "max_snapshots", "window_games"):
+        if getattr(league, name) < 1:
+            raise ConfigError(f"league.{name} must be >= 1, got {getattr(league, name)}")
+    if not 0.0 <= league.self_play <= 1.0:
+        raise ConfigError(f"league.self_play must be in [0, 1], got {league.self_play}")
+    if league.pfsp_power < 0:
+        raise ConfigError(f"league.pfsp_power must be >= 0, got {league.pfsp_power}")
+    if not 0.0 < league.pfsp_floor <= 1.0:
+        raise ConfigError(f"league.pfsp_floor must be in (0, 1], got {league.pfsp_floor}")
+    for anchor in league.anchors:
+        if not anchor.strip() or anchor.strip() == LEAGUE:
+            raise ConfigError(f"league.anchors: {anchor!r} is not an opponent")
+    if len(set(league.anchors)) != len(league.anchors):
+        raise ConfigError(f"league.anchors names an opponent twice: {league.anchors}")
+    if config.actors.opponent != LEAGUE:
+        return
+    if not league.anchors:
+        raise ConfigError("league.anchors is empty: the league would have no opponent before its "
+                          "first snapshot (name at least one, e.g. crank)")
+    if config.actors.envs_per_actor % league.groups_per_actor:
+        raise ConfigError(f"league.groups_per_actor ({league.groups_per_actor}) must divide "
+                          f"actors.envs_per_actor ({config.actors.envs_per_actor})")

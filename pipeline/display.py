@@ -46,6 +46,8 @@ class Progress:
     actor_failures: int
     return_mean: float | None = None
     """Mean return of the recent episodes (Gymnasium envs, which have no winner)."""
+    league: str = ""
+    """The league's one-line standing (``--opponent league``), else empty."""
 
     def outcomes(self) -> str:
         """The recent episodes: win/draw/loss against the opponent, or the mean return."""
@@ -61,7 +63,7 @@ class Progress:
             f"({self.agent_steps_per_s:,.0f}/s) updates {self.updates} ({self.updates_per_s:.2f}/s) "
             f"v{self.policy_version} lag {self.policy_lag_mean:.2f} {self.outcomes()} "
             f"ring ready {self.ring_ready} free {self.ring_free} dropped {self.dropped_chunks} "
-            f"failures {self.actor_failures}"
+            f"failures {self.actor_failures}" + (f" | {self.league}" if self.league else "")
         )
 
 
@@ -119,6 +121,8 @@ class RichDisplay(Display):
         else:
             table.add_row(f"win rate vs {p.opponent}", f"{p.win_rate:.1%} ({p.episodes} episodes)")
             table.add_row("draws / losses", f"{p.draw_rate:.1%} / {p.loss_rate:.1%}")
+        if p.league:
+            table.add_row("league", p.league.removeprefix("league: "))
         table.add_row("ring ready / free", f"{p.ring_ready} / {p.ring_free}")
         table.add_row("dropped chunks", str(p.dropped_chunks))
         table.add_row("actor failures", str(p.actor_failures))

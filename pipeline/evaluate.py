@@ -29,7 +29,12 @@ from pathlib import Path
 import torch
 
 from agents import BaseAgent
-from learner.checkpoint import read_checkpoint, resolve_checkpoint_path, temporary_path
+from learner.checkpoint import (
+    list_checkpoints,
+    read_checkpoint,
+    resolve_checkpoint_path,
+    temporary_path,
+)
 from pipeline.plugins import make_agent
 from pipeline.recording import MatchRecorder
 from sim import BatchedSim, ObsLayout, SimConfig
@@ -221,6 +226,31 @@ def bradley_terry(
     return {n: {"elo": float(ratings[i]), "stderr": float(stderr[i])} for i, n in enumerate(names)}
 
 
+LEAGUE_STATE = "league.json"
+"""The file that marks a folder as a league's pool (``pipeline.league``)."""
+
+
+def expand_pools(names: list[str]) -> list[str]:
+    """Entrants with every league folder (``RUN/league``, holding ``league.json``) replaced by
+    its snapshots, oldest first, and its anchors not already named."""
+    out: list[str] = []
+    for name in names:
+        folder = Path(name)
+        state = folder / LEAGUE_STATE
+        if not (folder.is_dir() and state.is_file()):
+            out.append(name)
+            continue
+        try:
+            anchors = [str(a) for a in json.loads(state.read_text())["anchors"]]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"league state {state} cannot be read: {exc}") from None
+        snapshots = [str(p) for p in list_checkpoints(folder)]
+        if not snapshots:
+            raise ValueError(f"league folder {folder} holds no snapshot yet")
+        out += snapshots + [a for a in anchors if a not in names and a not in out]
+    return out
+
+
 def _split(text: str) -> list[str]:
     items = [s.strip() for s in text.split(",") if s.strip()]
     if not items:
@@ -339,7 +369,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m pipeline.evaluate", description=__doc__.split("\n\n")[0])
     p.add_argument("--agent", help="agent under test: scripted name, checkpoint path or module:Class")
     p.add_argument("--opponents", default="straight,pursuit,shooter,crank", help="comma-separated opponents")
-    p.add_argument("--round-robin", metavar="A,B,C", help="play every pair and fit Bradley–Terry ratings")
+    p.add_argument("--round-robin", metavar="A,B,C", help="play every pair and fit Bradley–Terry ratings "
+                   "(a league folder RUN/league stands for its snapshots and anchors)")
     p.add_argument("--episodes", type=int, default=1000, help="episodes per match (rounded up to even)")
     p.add_argument("--scenario", choices=("random", "head_on"), default="random")
     p.add_argument("--seed", type=int, default=0)
@@ -378,7 +409,7 @@ def _main(args: argparse.Namespace) -> dict:
         return _evaluate_on_gym(args, gym_env)
     sim_config = SimConfig(scenario=args.scenario)
     if args.round_robin is not None:
-        names = _split(args.round_robin)
+        names = expand_pools(_split(args.round_robin))
         if len(set(names)) != len(names) or len(names) < 2:
             raise ValueError(f"--round-robin needs at least 2 distinct entrants, got {names}")
         check_entrants(names, sim_config, device)

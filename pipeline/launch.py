@@ -117,7 +117,8 @@ def run(config: PipelineConfig) -> RunResult:
     torch.manual_seed(config.run.seed)
     check_resources(config)
     metrics = Metrics()
-    parts = build(config, metrics)
+    path = Path(config.run.run_dir) if config.run.run_dir else default_run_dir()
+    parts = build(config, metrics, path)
     steps_done = 0
     resumed = run_dir_of(config.run.resume) if config.run.resume else None
     fresh = resumed is not None and not any((resumed / "checkpoints").glob("*.pt"))
@@ -127,6 +128,10 @@ def run(config: PipelineConfig) -> RunResult:
             extra = load_checkpoint(ckpt, parts.learner)
         except ValueError as exc:
             raise ConfigError(f"run.resume: {exc}") from None
+        if parts.league is not None and resumed is not None:
+            parts.league.directory = resumed / "league"
+            parts.league.load()
+            parts.league.directory = path / "league"
         steps_done = int(extra.get("agent_steps", 0))
         parts.publisher.publish(parts.learner.policy, parts.learner.policy_version)
         for actor in parts.actors:
@@ -139,7 +144,6 @@ def run(config: PipelineConfig) -> RunResult:
                                       port=config.run.metrics_port, port_fallback=True)
         except (MetricsPortInUseError, OSError) as exc:
             raise ConfigError(f"run.metrics_port: {exc}") from None
-    path = Path(config.run.run_dir) if config.run.run_dir else default_run_dir()
     try:
         owned = claim_run_dir(path, config_text(config),
                               resuming_here=resumed is not None and resumed.resolve() == path.resolve())

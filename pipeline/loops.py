@@ -25,7 +25,7 @@ from typing import Any, Protocol, TypeVar
 
 import torch
 
-from actors.actor import ChunkInterrupted
+from actors.actor import ChunkInterrupted, SimActor
 from actors.gym_actor import GymActor
 from learner import RolloutBatch
 from monitoring import span
@@ -234,6 +234,8 @@ def write_chunk(actor: Actor, run: Run, slot: RingSlot) -> None:
     """Blocking part of a chunk: pick up newer weights, then roll out into ``slot`` (given up
     between two decision steps when the run stops)."""
     actor.sync_weights(run.parts.publisher)
+    if run.parts.league is not None and isinstance(actor, SimActor):
+        run.parts.league.before_chunk(actor)  # results credited, opponents drawn
     actor.rollout(slot, should_stop=lambda: run.budget.stopped)
 
 

@@ -9,16 +9,19 @@ from __future__ import annotations
 import copy
 import resource
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from actors.actor import SimActor
 from actors.gym_actor import GymActor
+from agents.base import BaseAgent
 from core.schema import RolloutSpec
 from learner import ActionSpec, ActorCritic, PPOLearner
-from pipeline.config import ConfigError, PipelineConfig
+from pipeline.config import LEAGUE, ConfigError, PipelineConfig
 from pipeline.envs import EnvFactory, is_sim, make_vector_env, probe
+from pipeline.league import League
 from pipeline.plugins import make_agent, make_reward
 from pipeline.ring import RolloutRing
 from pipeline.weights import WeightPublisher
@@ -52,6 +55,8 @@ class RunParts:
     """The Gymnasium env the actors run (None for the sim)."""
     metrics: Any = None
     """The run's ``monitoring.Metrics`` (worker pools count their restarts there)."""
+    league: League | None = None
+    """The self-play league (``--opponent league``), else None."""
 
     def replica(self) -> ActorCritic:
         """A frozen copy of the learner's policy for an actor."""
@@ -74,11 +79,19 @@ class RunParts:
             gym_actor.sync_weights(self.publisher)
             return gym_actor
         assert self.layout is not None
+        layout = self.layout
+        cuda_graph = cfg.run.cuda_graph and self.device.type == "cuda"
+
+        def build_agent(spec: str, num_envs: int, agent_seed: int) -> BaseAgent:
+            return make_agent(spec, num_envs, layout, self.device, seed=agent_seed,
+                              action_mode=cfg.sim.action_mode, sim_config=cfg.sim).eval()
+
         try:
-            opponent = make_agent(
-                cfg.actors.opponent, B, self.layout, self.device, seed=seed,
-                action_mode=cfg.sim.action_mode, sim_config=cfg.sim,
-            ).eval()
+            if self.league is not None:
+                opponent: BaseAgent = self.league.make_opponent(B, build_agent, self.device, seed,
+                                                                select_on_device=cuda_graph)
+            else:
+                opponent = build_agent(cfg.actors.opponent, B, seed)
             reward = make_reward(cfg.actors.reward, self.device, self.layout)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
@@ -88,7 +101,7 @@ class RunParts:
         actor = SimActor(
             actor_id, cfg.sim, B, cfg.actors.rollout_len, self.replica(), opponent, reward,
             device=self.device, seed=seed, learning_side=cfg.actors.learning_side,
-            cuda_graph=cfg.run.cuda_graph and self.device.type == "cuda",
+            cuda_graph=cuda_graph,
             compile_sim=cfg.run.compile_sim, stream=stream,
         )
         actor.sync_weights(self.publisher)
@@ -160,8 +173,9 @@ def check_resources(config: PipelineConfig) -> None:
                 f"descriptors plus about {FDS_SPARE}, but the limit is {soft} (ulimit -n)")
 
 
-def build(config: PipelineConfig, metrics: Any = None) -> RunParts:
-    """Construct every part for a resolved config (no checkpoint loaded yet)."""
+def build(config: PipelineConfig, metrics: Any = None, run_dir: Path | None = None) -> RunParts:
+    """Construct every part for a resolved config (no checkpoint loaded yet); a league keeps
+    its pool in ``run_dir/league`` (default: ``runs/league``, for tests and benches)."""
     device = torch.device(config.run.device)
     factory: EnvFactory | None = None
     layout: ObsLayout | None = None
@@ -189,6 +203,9 @@ def build(config: PipelineConfig, metrics: Any = None) -> RunParts:
         raise ConfigError(f"ring: {exc}") from None
     parts = RunParts(config, device, layout, learner, publisher, ring, [], [0] * config.actors.count,
                      env_factory=factory, metrics=metrics)
+    if config.actors.opponent == LEAGUE and layout is not None:
+        league_dir = (run_dir if run_dir is not None else Path("runs")) / "league"
+        parts.league = League(config.league, league_dir, config.run.seed, parts.replica)
     publisher.publish(learner.policy, learner.policy_version)
     try:
         parts.actors = [parts.build_actor(i) for i in range(config.actors.count)]

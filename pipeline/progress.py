@@ -131,6 +131,11 @@ class RunProgress:
         if self.profile is not None:
             with CAPTURE_LOCK:  # its end synchronizes the whole device (see actors.cuda_graph)
                 self.profile.step()
+        league = self.parts.league
+        if league is not None:
+            snapshot = league.maybe_snapshot(self.parts.learner)
+            if snapshot is not None:
+                self.log.info("league: snapshot %s joins the pool", snapshot)
         if time.perf_counter() - self._last_checkpoint_t >= self.config.run.checkpoint_interval_s:
             self.save_checkpoint()
 
@@ -172,6 +177,8 @@ class RunProgress:
                  "config": self.config.to_dict()}
         path = save_checkpoint(self.run_dir / "checkpoints", learner, extra,
                                keep_last=self.config.run.keep_checkpoints)
+        if self.parts.league is not None:
+            self.parts.league.save()
         self.checkpoint_path = path
         self._last_checkpoint_t = time.perf_counter()
         self.log.info("checkpoint %s (policy version %d, %d agent-steps)", path,
@@ -216,6 +223,11 @@ class RunProgress:
         else:
             self.win_history.append((steps, win_rate, episodes))
         ring = self.parts.ring.stats()
+        league = ""
+        if self.parts.league is not None:
+            self.parts.league.refit()
+            self.metrics.set_league(self.parts.league.ratings, self.parts.league.games())
+            league = self.parts.league.summary()
         return Progress(
             mode=self.mode, device=str(self.parts.device), elapsed_s=now - self.start_time,
             agent_steps=steps, total_steps=self.config.run.total_steps,
@@ -226,7 +238,7 @@ class RunProgress:
             win_rate=win_rate, draw_rate=draw_rate, loss_rate=loss_rate, episodes=episodes,
             opponent=self.config.actors.opponent,
             ring_ready=ring.ready, ring_free=ring.free, dropped_chunks=ring.dropped_chunks,
-            actor_failures=self.failures, return_mean=return_mean,
+            actor_failures=self.failures, return_mean=return_mean, league=league,
         )
 
     def report(self) -> None:

@@ -59,6 +59,7 @@ def full_metrics() -> Metrics:
     m.record_episodes(0, "pursuit", torch.tensor(2), torch.tensor(1), 0, torch.tensor([40, 80, 600]))
     m.watch_ring(_Ring())
     m.set_overlap_ratio(0.35)
+    m.set_league({"learner": 1530.0, "crank": 1470.0}, {("crank", "win"): 3, ("crank", "loss"): 5})
     return m
 
 
@@ -100,6 +101,8 @@ def test_every_catalogued_family_is_scraped_with_its_values() -> None:
     assert samples[("midrange_ring_slot_reuses_total", ())] == 40
     assert samples[("midrange_overlap_ratio", ())] == pytest.approx(0.35)
     assert samples[("midrange_policy_lag_versions_bucket", (("le", "1.0"),))] == 2
+    assert samples[("midrange_league_rating", (("player", "learner"),))] == 1530
+    assert samples[("midrange_league_games_total", (("opponent", "crank"), ("outcome", "loss")))] == 5
     assert "process_cpu_seconds_total" in names  # standard process collector is served too
 
 

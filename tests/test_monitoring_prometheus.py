@@ -162,7 +162,9 @@ def test_prometheus_scrapes_pipeline_launch(tmp_path: Path) -> None:
          # RUN/trace.overlap.json also sets the overlap metric.
          "--profile", "2",
          # Short episodes, so that some end within the test's deadline.
-         "--set", "sim.max_time_s=10", "--set", "run.eval_episodes=0"],
+         "--set", "sim.max_time_s=10", "--set", "run.eval_episodes=0",
+         # A league, so its ratings and games panels have data too.
+         "--opponent", "league", "--set", "league.snapshot_every=5"],
         cwd=tmp_path,
     )
     prom = None

@@ -64,7 +64,10 @@ def test_an_opponent_breaking_its_contract_stops_the_run_at_once(tmp_path, capsy
     out = capsys.readouterr().out
     assert code == 1
     assert "returned actions of shape (1, 3), expected (8, 3)" in out
-    assert "failure 1/" in out and "failure 2/" not in out  # not restarted over and over
+    # Not restarted over and over: the first violation stops the run (both actors may meet it
+    # in the same moment, each reported once).
+    assert "failure 1/" in out and "failure 3/" not in out
+    assert "restarting on fresh environments" not in (tmp_path / "run" / "run.log").read_text()
 
 
 def test_reusing_a_run_directory_needs_resume(tmp_path, capsys):

@@ -125,6 +125,16 @@ ROWS: tuple[Row, ...] = (
                                                   _q(f"sum by (opponent) (rate(midrange_episode_length_steps_sum[{RATE}])) "
                                                      f"/ sum by (opponent) (rate(midrange_episode_length_steps_count[{RATE}]))", "{{opponent}} mean"))),
     )),
+    Row("League (--opponent league)", (
+        Panel("League ratings (Elo)", (_q("midrange_league_rating", "{{player}}"),),
+              description="Bradley-Terry ratings of the learner, the snapshots and the anchors, refit at each report."),
+        Panel("Learner's score per league opponent",
+              (_q(f'(sum by (opponent) (rate(midrange_league_games_total{{outcome="win"}}[{RATE}])) '
+                  f'+ 0.5 * sum by (opponent) (rate(midrange_league_games_total{{outcome="draw"}}[{RATE}]))) '
+                  f"/ sum by (opponent) (rate(midrange_league_games_total[{RATE}]))", "{{opponent}}"),), "percentunit",
+              description="Wins plus half the draws per league game against each opponent."),
+        Panel("League games per second", (_q(f"sum by (opponent) (rate(midrange_league_games_total[{RATE}]))", "{{opponent}}"),), "ops"),
+    )),
     Row("Learning", (
         Panel("Losses", (_q("midrange_learner_loss", "{{term}}"),)),
         Panel("Approx. KL and clip fraction", (_q("midrange_learner_approx_kl", "KL"),

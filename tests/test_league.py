@@ -1,0 +1,248 @@
+"""The self-play league: grouped opponents in one batch, PFSP draws, ratings, snapshots in
+``RUN/league/``, resume, metrics, and the errors a league config can meet."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+import torch
+from prometheus_client.parser import text_string_to_metric_families
+
+from agents.base import RandomAgent
+from agents.league import GroupedOpponent
+from agents.registry import make_agent
+from monitoring import Metrics
+from monitoring.exporter import exposition
+from pipeline.cli import parse_config
+from pipeline.config import LeagueConfig, resolve
+from pipeline.launch import main, run
+from pipeline.league import LEARNER, League, Record
+from sim import ObsLayout, SimConfig
+
+LAYOUT = ObsLayout.from_config(SimConfig())
+
+
+def scripted(name: str, n: int, seed: int = 0):
+    return make_agent(name, n, LAYOUT, seed=seed, sim_config=SimConfig())
+
+
+def obs(n: int, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, LAYOUT.size, generator=g)
+
+
+@pytest.mark.parametrize("on_device", [False, True])
+def test_each_group_is_flown_by_its_own_candidate(on_device):
+    groups = [{"straight": scripted("straight", 4), "pursuit": scripted("pursuit", 4),
+               "random": RandomAgent(4, seed=g)} for g in range(3)]
+    opp = GroupedOpponent(groups, select_on_device=on_device)
+    opp.assign(0, "pursuit")
+    opp.assign(1, "straight")
+    opp.assign(2, "pursuit")
+    o = obs(12)
+    actions = opp.act(o).clone()
+    assert actions.shape == (12, 3) and actions.dtype == torch.int64
+    assert torch.equal(actions[0:4], scripted("pursuit", 4).act(o[0:4]))
+    assert torch.equal(actions[4:8], scripted("straight", 4).act(o[4:8]))
+    assert torch.equal(actions[8:12], scripted("pursuit", 4).act(o[8:12]))
+    assert opp.group_mask(1).tolist() == [False] * 4 + [True] * 4 + [False] * 4
+
+
+def test_reassigning_a_group_allocates_nothing():
+    groups = [{"straight": scripted("straight", 4), "random": RandomAgent(4)} for _ in range(2)]
+    opp = GroupedOpponent(groups)
+    out = opp.act(obs(8))
+    ptr = out.data_ptr()
+    opp.assign(1, "random")
+    assert opp.act(obs(8)).data_ptr() == ptr  # the same output buffer
+    assert opp.current == ["straight", "random"]
+
+
+def test_a_grouped_opponent_refuses_mismatched_groups():
+    with pytest.raises(ValueError, match="group 1 has candidates"):
+        GroupedOpponent([{"straight": scripted("straight", 2)}, {"pursuit": scripted("pursuit", 2)}])
+    with pytest.raises(ValueError, match="at least one group"):
+        GroupedOpponent([])
+    opp = GroupedOpponent([{"straight": scripted("straight", 2)}])
+    with pytest.raises(ValueError, match="unknown candidate 'crank'"):
+        opp.assign(0, "crank")
+
+
+def league(tmp_path, **overrides) -> League:
+    return League(LeagueConfig(**overrides), tmp_path / "league", seed=0,
+                  make_policy=lambda: torch.nn.Linear(1, 1))
+
+
+def test_pfsp_draws_the_opponents_the_learner_scores_worst_against_most(tmp_path):
+    lg = league(tmp_path, anchors=["crank", "shooter", "random"], pfsp_power=2.0, pfsp_floor=0.05)
+    lg.records["crank"].add(10, 0, 90, window=500)   # learner scores 10 %
+    lg.records["shooter"].add(60, 0, 40, window=500)  # 60 %
+    lg.records["random"].add(100, 0, 0, window=500)   # 100 %: only the floor keeps it
+    weights = dict(zip(lg.anchors, lg.weights(lg.anchors), strict=True))
+    assert weights["random"] == pytest.approx(0.05)
+    assert weights["crank"] > weights["shooter"] > weights["random"]
+    counts = {n: 0 for n in lg.anchors}
+    for _ in range(4000):
+        counts[lg.draw()] += 1
+    total = sum(weights.values())
+    for name, w in weights.items():
+        assert counts[name] / 4000 == pytest.approx(w / total, abs=0.03)
+
+
+def test_self_play_mixes_past_selves_and_anchors(tmp_path):
+    lg = league(tmp_path, anchors=["crank"], self_play=0.75)
+    assert {lg.draw() for _ in range(50)} == {"crank"}  # no snapshot yet: anchors only
+    lg.add_snapshot("v10", {"w": torch.zeros(1)})
+    draws = [lg.draw() for _ in range(4000)]
+    assert draws.count("v10") / 4000 == pytest.approx(0.75, abs=0.03)
+
+
+def test_the_pool_keeps_the_newest_snapshots(tmp_path):
+    lg = league(tmp_path, max_snapshots=2)
+    for v in (10, 20, 30):
+        lg.add_snapshot(f"v{v}", {"w": torch.full((1,), float(v))})
+    assert list(lg.snapshots) == ["v20", "v30"]
+
+
+def test_ratings_order_the_players_by_their_results(tmp_path):
+    lg = league(tmp_path, anchors=["crank", "random"])
+    lg.records["crank"].add(20, 0, 80, window=10_000)
+    lg.records["random"].add(95, 0, 5, window=10_000)
+    ratings = lg.refit()
+    assert ratings["crank"] > ratings[LEARNER] > ratings["random"]
+    # 20 % against crank: about 240 Elo below it (400·log10(4)), the virtual draw aside.
+    assert ratings["crank"] - ratings[LEARNER] == pytest.approx(240, abs=25)
+
+
+def test_recent_counts_forget_old_games():
+    r = Record()
+    r.add(100, 0, 0, window=50)
+    r.add(0, 0, 100, window=50)
+    assert r.wins == 100 and r.losses == 100
+    assert r.p_win() < 0.2  # the last 100 games weigh far more
+
+
+T, B = 8, 8
+
+
+def league_argv(tmp_path, *extra: str, steps: int = 24 * T * B, name: str = "run") -> list[str]:
+    return ["--actors", "2", "--envs-per-actor", str(B), "--rollout-len", str(T),
+            "--total-steps", str(steps), "--opponent", "league", "--sync",
+            "--device", "cpu", "--display", "none", "--metrics-port", "-1",
+            "--run-dir", str(tmp_path / name), "--set", "run.eval_episodes=0",
+            "--set", "ppo.hidden_sizes=[16, 16]", "--set", "ppo.update_epochs=1",
+            "--set", "league.groups_per_actor=2", "--set", "league.hold_chunks=8",
+            "--set", "league.snapshot_every=2", "--set", "league.max_snapshots=3", *extra]
+
+
+def test_a_league_run_keeps_its_pool_rates_it_and_resumes(tmp_path):
+    config = resolve(parse_config(league_argv(tmp_path)), "cpu")
+    result = run(config)
+    assert result.exit_code == 0
+    folder = result.run_dir / "league"
+    snapshots = sorted(folder.glob("ckpt_*.pt"))
+    assert 1 <= len(snapshots) <= 3  # bounded pool, the newest kept
+    state = json.loads((folder / "league.json").read_text())
+    games = {n: r["wins"] + r["draws"] + r["losses"] for n, r in state["records"].items()}
+    assert sum(games.values()) > 0
+    assert set(state["anchors"]) == {"crank", "shooter", "random"}
+    # Resumed with a bigger budget, the league takes up its snapshots and its counts.
+    code = main(["--resume", str(result.run_dir), "--total-steps", str(40 * T * B),
+                 "--display", "none", "--metrics-port", "-1"])
+    assert code == 0
+    later = json.loads((folder / "league.json").read_text())
+    for name in ("crank", "shooter", "random"):  # snapshots may have left the pool since
+        r = later["records"][name]
+        assert r["wins"] + r["draws"] + r["losses"] >= games[name]
+    assert set(later["records"]) == {"crank", "shooter", "random", *later["snapshots"]}
+    assert max(int(p.stem.split("_")[1]) for p in folder.glob("ckpt_*.pt")) > max(
+        int(p.stem.split("_")[1]) for p in snapshots)
+
+
+def test_league_metrics_are_exported(tmp_path):
+    from pipeline.parts import build
+    from pipeline.progress import RunProgress
+    config = resolve(parse_config(league_argv(tmp_path)), "cpu")
+    metrics = Metrics()
+    parts = build(config, metrics, tmp_path / "run")
+    assert parts.league is not None
+    parts.league.records["crank"].add(3, 1, 6, window=500)
+    progress = RunProgress(parts, metrics, _Silent(), _log(), tmp_path, 0, "sync")
+    progress.snapshot()
+    families = {f.name: f for f in text_string_to_metric_families(exposition(metrics).decode())}
+    ratings = {s.labels["player"]: s.value for s in families["midrange_league_rating"].samples}
+    assert set(ratings) == {LEARNER, "crank"} and ratings["crank"] > ratings[LEARNER]
+    games = {(s.labels["opponent"], s.labels["outcome"]): s.value
+             for s in families["midrange_league_games"].samples if s.name.endswith("_total")}
+    assert games[("crank", "win")] == 3 and games[("crank", "loss")] == 6
+
+
+class _Silent:
+    def update(self, progress): ...
+    def message(self, text): ...
+    def close(self): ...
+
+
+def _log():
+    import logging
+    return logging.getLogger("test_league")
+
+
+def test_a_league_plays_every_group_in_the_actors(tmp_path):
+    from pipeline.parts import build
+    config = resolve(parse_config(league_argv(tmp_path)), "cpu")
+    parts = build(config, Metrics(), tmp_path / "run")
+    assert parts.league is not None
+    random.seed(0)
+    for actor in parts.actors:
+        parts.league.before_chunk(actor)
+        assert isinstance(actor.opponent, GroupedOpponent)
+        assert actor.opponent.num_groups == 2
+    assigned = parts.league.assignments()
+    assert set(assigned) == {0, 1}
+    assert all(p in ("crank", "shooter", "random") for groups in assigned.values() for p in groups)
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--set", "league.anchors=[]"], "league.anchors is empty"),
+    (["--set", "league.groups_per_actor=3"], "league.groups_per_actor (3) must divide actors.envs_per_actor (8)"),
+    (["--set", "league.anchors=['nobody']"], "unknown agent 'nobody'"),
+    (["--set", "league.self_play=1.5"], "league.self_play must be in [0, 1]"),
+])
+def test_a_league_that_cannot_play_is_refused(tmp_path, capsys, extra, message):
+    assert main(league_argv(tmp_path, *extra)) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_snapshot_that_fails_to_load_is_named(tmp_path, capsys):
+    config = resolve(parse_config(league_argv(tmp_path, steps=8 * T * B)), "cpu")
+    result = run(config)
+    snapshot = sorted((result.run_dir / "league").glob("ckpt_*.pt"))[-1]
+    snapshot.write_bytes(b"not a checkpoint")
+    code = main(["--resume", str(result.run_dir), "--total-steps", str(16 * T * B),
+                 "--display", "none", "--metrics-port", "-1"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert f"league snapshot {snapshot}" in err and "fails to load" in err, err
+
+
+def test_a_round_robin_takes_a_league_folder_as_its_pool(tmp_path):
+    from pipeline.evaluate import expand_pools
+    from pipeline.evaluate import main as evaluate
+    argv = league_argv(tmp_path, "--set", "league.anchors=['straight', 'random']", steps=8 * T * B)
+    config = resolve(parse_config(argv), "cpu")
+    folder = run(config).run_dir / "league"
+    snapshots = [str(p) for p in sorted(folder.glob("ckpt_*.pt"))]
+    assert snapshots
+    assert expand_pools([str(folder), "random"]) == [*snapshots, "straight", "random"]
+    payload = evaluate(["--round-robin", f"{folder},random", "--episodes", "2", "--batch", "8",
+                        "--seed", "1"])
+    assert set(payload["ratings"]) == {*snapshots, "straight", "random"}
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "league.json").write_text('{"anchors": []}')
+    with pytest.raises(ValueError, match="holds no snapshot yet"):
+        expand_pools([str(tmp_path / "empty")])
