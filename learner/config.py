@@ -46,6 +46,10 @@ class PPOConfig:
     """Weight of the value loss."""
     max_grad_norm: float = 0.5
     """Global gradient-norm clip (after the all-reduce under data parallel)."""
+    reward_scale: float = 1.0
+    """Rewards are multiplied by this before advantages and value targets (the critic learns
+    scaled returns): e.g. 0.1 for an env whose rewards reach −16 a step, like Pendulum-v1, so
+    the value loss does not swamp the policy's gradient under the norm clip."""
     normalize_advantages: bool = True
     """Normalize advantages per minibatch to zero mean, unit std."""
     target_kl: float | None = None
@@ -87,7 +91,7 @@ class PPOConfig:
         if self.activation not in ("tanh", "relu"):
             raise ValueError(f"activation must be 'tanh' or 'relu', got {self.activation!r}")
         for name in ("learning_rate", "clip_coef", "value_clip_coef", "max_grad_norm", "adam_eps",
-                     "vtrace_rho_clip", "vtrace_c_clip", "obs_norm_clip"):
+                     "vtrace_rho_clip", "vtrace_c_clip", "obs_norm_clip", "reward_scale"):
             _check_number(name, getattr(self, name), low=0.0, low_inclusive=False)
         for name in ("gamma", "gae_lambda"):
             value = getattr(self, name)

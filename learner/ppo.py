@@ -168,6 +168,7 @@ class PPOLearner:
     def _targets(self, batch: RolloutBatch, ws: _Workspace) -> None:
         cfg = self.config
         values = batch.values.float()
+        rewards = batch.rewards.float() * cfg.reward_scale if cfg.reward_scale != 1.0 else batch.rewards.float()
         if cfg.use_vtrace:
             t, b, d = batch.obs.shape
             with self._autocast():
@@ -179,14 +180,14 @@ class PPOLearner:
             # (final observations and the observation after the chunk) are not in the batch, so
             # their behaviour values stand in.
             vs, pg_adv = compute_vtrace(
-                log_rhos, batch.rewards.float(), cur_values, batch.terminated, batch.truncated,
+                log_rhos, rewards, cur_values, batch.terminated, batch.truncated,
                 batch.bootstrap_values.float(), batch.next_values.float(), cfg.gamma, cfg.gae_lambda,
                 cfg.vtrace_rho_clip, cfg.vtrace_c_clip)
             ws.advantages.copy_(pg_adv)
             ws.returns.copy_(vs)
             ws.old_values.copy_(cur_values)
         else:
-            compute_gae(batch.rewards.float(), values, batch.terminated, batch.truncated,
+            compute_gae(rewards, values, batch.terminated, batch.truncated,
                         batch.bootstrap_values.float(), batch.next_values.float(), cfg.gamma,
                         cfg.gae_lambda, out=ws.advantages)
             torch.add(ws.advantages, values, out=ws.returns)
