@@ -33,9 +33,15 @@ def require_matplotlib(what: str) -> Any:
     return plt
 
 
+def short_spec(spec: str) -> str:
+    """An agent spec for a title: a checkpoint path keeps its last two parts."""
+    parts = Path(spec).parts
+    return str(Path(*parts[-2:])) if len(parts) > 2 else spec
+
+
 def outcome_text(replay: Replay) -> str:
     """``red: A vs blue: B · blue wins (kill) at 20.9 s``."""
-    agents = replay.header.get("agents", {})
+    agents = {k: short_spec(str(v)) for k, v in replay.header.get("agents", {}).items()}
     o = replay.outcome
     winner = o.get("winner", "?")
     result = "draw" if winner == "draw" else f"{winner} wins"
