@@ -20,6 +20,7 @@ from actors.cuda_graph import CAPTURE_LOCK
 from monitoring.overlap import intersect, length, union
 from pipeline.config import PipelineConfig
 from pipeline.display import Display, Progress
+from pipeline.league import LEARNER
 from pipeline.loops import ChunkOutcome, UpdateReport
 from pipeline.parts import RunParts
 from pipeline.progress_log import ProgressLog, progress_rows
@@ -185,6 +186,20 @@ class RunProgress:
                       learner.policy_version, self.agent_steps)
         return path
 
+    def _league_standing(self) -> tuple[dict[str, tuple[float, float, float, int]] | None, float | None]:
+        """With a league: each opponent's recent (win, draw, loss) rates and games so far, and
+        the learner's rating (as last refit); (None, None) without one."""
+        league = self.parts.league
+        if league is None:
+            return None, None
+        table = {}
+        for name, record in list(league.records.items()):
+            n = sum(record.recent)
+            if n > 0:
+                w, d, l_ = (v / n for v in record.recent)
+                table[name] = (w, d, l_, record.games)
+        return table or None, league.ratings.get(LEARNER)
+
     # ------------------------------------------------------------------ reading it
     def overlap(self) -> tuple[float, float, float]:
         """Seconds the actors were busy, the learner was busy, and both at once (host time:
@@ -247,7 +262,7 @@ class RunProgress:
         snap = self.snapshot()
         self.display.update(snap)
         stats = self.last_stats
-        self.progress_log.append(progress_rows(snap, stats))
+        self.progress_log.append(progress_rows(snap, stats, *self._league_standing()))
         if stats:
             keys = ("loss_policy", "loss_value", "entropy", "approx_kl", "clip_fraction",
                     "explained_variance", "learning_rate", "return_mean")

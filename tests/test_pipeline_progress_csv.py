@@ -64,3 +64,23 @@ def test_tensorboard_without_the_package_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tensorboard" else real(name, *a))
     with pytest.raises(ConfigError, match=r"run\.tensorboard needs the tensorboard package"):
         _config(tmp_path, "--tensorboard")
+
+
+def test_a_league_run_writes_a_row_per_opponent_with_the_rating(tmp_path):
+    argv = ["--actors", "2", "--envs-per-actor", "8", "--rollout-len", "8", "--total-steps", str(24 * 64),
+            "--opponent", "league", "--sync", "--device", "cpu", "--display", "none", "--metrics-port", "-1",
+            "--run-dir", str(tmp_path / "run"), "--set", "run.eval_episodes=0", "--set", "run.log_interval_s=0.05",
+            "--set", "ppo.hidden_sizes=[16, 16]", "--set", "ppo.update_epochs=1",
+            "--set", "league.groups_per_actor=2", "--set", "league.hold_chunks=8",
+            "--set", "league.snapshot_every=2", "--set", "league.max_snapshots=3"]
+    result = run(resolve(parse_config(argv), "cpu"))
+    assert result.exit_code == 0
+    rows = read_progress(result.run_dir / "progress.csv")
+    last_report = [r for r in rows if r["time_utc"] == rows[-1]["time_utc"] and r["agent_steps"] == rows[-1]["agent_steps"]]
+    opponents = {r["opponent"] for r in last_report}
+    assert len(opponents) >= 2 and opponents <= {"crank", "shooter", "random"} | {f"v{i}" for i in range(100)}
+    for r in last_report:
+        rates = [float(r[k]) for k in ("win_rate", "draw_rate", "loss_rate")]
+        assert sum(rates) == pytest.approx(1.0, abs=1e-4)
+        assert float(r["rating"]) > 0  # the learner's Elo, the same in every row of a report
+    assert len({r["rating"] for r in last_report}) == 1
