@@ -246,3 +246,40 @@ def test_a_round_robin_takes_a_league_folder_as_its_pool(tmp_path):
     (tmp_path / "empty" / "league.json").write_text('{"anchors": []}')
     with pytest.raises(ValueError, match="holds no snapshot yet"):
         expand_pools([str(tmp_path / "empty")])
+
+
+@pytest.mark.parametrize("action_mode", ["discrete", "continuous"])
+def test_a_league_opponent_on_the_accelerator_path_reads_no_device_data(action_mode):
+    """The graph-safe form (every candidate acts, a device-side choice picks the actions) runs
+    whole chunks on the meta device, where any host read raises; reassigning a group and
+    copying a snapshot's weights in between chunks is device-side too."""
+    from actors.actor import SimActor
+    from agents.policy import PolicyAgent
+    from core.schema import RolloutSpec
+    from learner import ActionSpec, ActorCritic
+    from pipeline.ring import RolloutRing
+    from rewards import make_reward
+
+    cfg = SimConfig(action_mode=action_mode)
+    spec = ActionSpec.for_sim(cfg)
+
+    def net():
+        return ActorCritic(LAYOUT.size, spec, hidden_sizes=(16,)).to("meta")
+
+    groups = [{"crank": make_agent("crank", 4, LAYOUT, "meta", sim_config=cfg, action_mode=action_mode),
+               "random": make_agent("random", 4, LAYOUT, "meta", sim_config=cfg, action_mode=action_mode),
+               "policy": PolicyAgent(net(), 4)} for _ in range(2)]
+    opponent = GroupedOpponent(groups, select_on_device=True)
+    actor = SimActor(0, cfg, 8, 3, net(), opponent, make_reward("outcome", "meta", layout=LAYOUT),
+                     device="meta", seed=5)
+    ring = RolloutRing(RolloutSpec(3, 8, LAYOUT.size, 3, action_dtype=actor.spec.action_dtype), 1,
+                       placement="device", actor_device="meta", learner_device="meta")
+    slot = ring.acquire_write(0)
+    actor.rollout(slot)
+    snapshot = net().state_dict()
+    opponent.candidates[1]["policy"].policy.load_state_dict(snapshot)
+    opponent.assign(1, "policy")
+    opponent.assign(0, "random")
+    actor.restart_envs(opponent.group_mask(1))
+    actor.rollout(slot)
+    assert all(t.device.type == "meta" for t in slot.tensors().values())

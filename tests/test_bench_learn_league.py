@@ -1,0 +1,30 @@
+"""``bench/learn_league.py --quick``: the whole bench (league training in parts, curve rows, the
+final evaluation, the round robin with the pool) runs and prints its RESULT line."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_the_league_bench_runs_end_to_end(tmp_path):
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "learn_league.py"), "--quick",
+                           "--run-dir", str(tmp_path / "run")],
+                          cwd=REPO, capture_output=True, text=True, timeout=900)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    result = re.search(r"^RESULT win_crank=([\d.]+) win_random=([\d.]+) win_ladder_min=([\d.]+) "
+                       r"top_rated=(\S+) ", out, re.M)
+    assert result is not None, out
+    assert all(0.0 <= float(x) <= 1.0 for x in result.groups()[:3])
+    # Two curve rows, and the round robin entered the scripted agents, two snapshots and the final.
+    assert len(re.findall(r"^\s+[\d,]+ steps\s+\d+s\s+crank", out, re.M)) == 2, out
+    assert "round robin of 8 " in out, out
+    assert (tmp_path / "run" / "league" / "league.json").is_file()
