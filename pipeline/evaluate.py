@@ -400,11 +400,15 @@ def _main(args: argparse.Namespace) -> dict:
     device = check_device(args.device)
     if args.json:
         check_writable(args.json)
+    gym_env = gym_env_of(args.agent) if args.agent is not None else None
     if args.record is not None:
+        if args.agent is None:
+            raise ValueError("--record records the matches of --agent against --opponents, not a --round-robin")
+        if gym_env is not None:
+            raise ValueError(f"--record: {args.agent} was trained on {gym_env[0]}; replays are of air-combat duels")
         if args.record_episodes < 1:
             raise ValueError(f"--record-episodes must be >= 1, got {args.record_episodes}")
         prepare_record_dir(args.record)
-    gym_env = gym_env_of(args.agent) if args.agent is not None else None
     if gym_env is not None:
         return _evaluate_on_gym(args, gym_env)
     sim_config = SimConfig(scenario=args.scenario)

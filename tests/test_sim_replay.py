@@ -179,3 +179,15 @@ def test_evaluate_record_writes_replays_of_each_match(tmp_path, capsys):
     sides = [load_replay(p).header["agents"]["red"] for p in files]
     assert sides == ["shooter", "pursuit"]  # the agent flew red once and blue once
     assert "wrote 2 replays" in capsys.readouterr().out
+
+
+def test_evaluate_record_refuses_what_it_cannot_record(tmp_path):
+    with pytest.raises(ValueError, match="not a --round-robin"):
+        evaluate_main(["--round-robin", "straight,pursuit", "--episodes", "2", "--record", str(tmp_path / "r")])
+    with pytest.raises(ValueError, match="--record-episodes must be >= 1"):
+        evaluate_main(["--agent", "straight", "--episodes", "2", "--record", str(tmp_path / "r"),
+                       "--record-episodes", "0"])
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match="is a file, not a folder"):
+        evaluate_main(["--agent", "straight", "--episodes", "2", "--record", str(tmp_path / "file")])
+    assert not (tmp_path / "r").exists()
