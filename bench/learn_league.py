@@ -1,20 +1,21 @@
 """A fighter from scratch through the self-play league, then judged the way a user would.
 
-Trains ``python -m pipeline.launch --opponent league`` in ``--segments`` parts (each resumes the
-last, so the league, the learning-rate schedule and the step budget carry on), evaluates after
-each part against the scripted ladder (a learning-curve row: agent-steps, wall time, win rate
-per opponent, the learner's league rating), then:
+Trains ``python -m pipeline.launch --opponent league`` once for ``--steps`` agent-steps (one
+learning-rate schedule), keeping a checkpoint every ``--checkpoint-s`` seconds; then:
 
+- a learning curve: up to ``--curve-points`` of those checkpoints against the scripted ladder
+  (agent-steps, wall time when it was written, win rate per opponent, the learner's league
+  rating as the run reported it then);
 - the final policy against every scripted opponent, ``--episodes`` per opponent from random
   starts, each start played from both sides (``pipeline.evaluate``), with Wilson intervals;
-- a round robin of the scripted agents, the pool's snapshots and the final policy, with
+- a round robin of the scripted agents, the pool's newest snapshots and the final policy, with
   Bradley–Terry ratings: ``top_rated`` says who came first.
 
 Targets: ≥ 95 % wins against ``crank`` and ``random``, ≥ 99 % against straight, pursuit and
 shooter, the final policy top rated, in at most 30 minutes on a 2-core CPU.
 
     python bench/learn_league.py                 # the full bench
-    python bench/learn_league.py --quick         # a minute or two: the mechanics, not the targets
+    python bench/learn_league.py --quick         # a few minutes: the mechanics, not the targets
     python bench/learn_league.py --set league.self_play=0.25 --set actors.reward=outcome
 """
 
@@ -22,9 +23,8 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
-import math
 import os
+import re
 import sys
 import tempfile
 import time
@@ -33,28 +33,22 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from learner.checkpoint import list_checkpoints
+from learner.checkpoint import list_checkpoints, read_checkpoint
 from pipeline import evaluate as evaluate_cli
-from pipeline.evaluate import MatchStats, bradley_terry
 from pipeline.launch import main as launch
 
 LADDER = ("straight", "pursuit", "shooter")
 OPPONENTS = ("crank", "random", *LADDER)
 
 
-def learner_rating(run_dir: Path) -> float | None:
-    """The learner's Bradley–Terry rating from the league's recent counts (as the display)."""
-    state = run_dir / "league" / "league.json"
-    if not state.is_file():
-        return None
-    records = json.loads(state.read_text())["records"]
-    matches = [MatchStats("learner", n, episodes=sum(r["recent"]), wins=r["recent"][0],  # type: ignore[arg-type]
-                          draws=r["recent"][1], losses=r["recent"][2])
-               for n, r in records.items() if sum(r["recent"]) > 0]
-    if not matches:
-        return None
-    fit = bradley_terry(["learner", *(m.opponent for m in matches)], matches, iterations=2000, tol=1e-8)
-    return fit["learner"]["elo"]
+def reported_ratings(log: Path) -> list[tuple[int, float]]:
+    """(agent-steps, the learner's league rating) of every progress line of ``run.log``."""
+    out = []
+    for line in log.read_text().splitlines():
+        m = re.search(r"steps (\d+)/\d+ .*league: learner (\d+) Elo", line)
+        if m:
+            out.append((int(m[1]), float(m[2])))
+    return out
 
 
 def evaluate(agent: str, opponents: tuple[str, ...], episodes: int, seed: int) -> dict[str, dict]:
@@ -69,7 +63,8 @@ def evaluate(agent: str, opponents: tuple[str, ...], episodes: int, seed: int) -
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=8_000_000, help="agent-steps to train in all")
-    p.add_argument("--segments", type=int, default=8, help="training parts (one curve row each)")
+    p.add_argument("--checkpoint-s", type=float, default=60.0, help="seconds between checkpoints")
+    p.add_argument("--curve-points", type=int, default=8, help="checkpoints on the learning curve")
     p.add_argument("--episodes", type=int, default=1000, help="final evaluation: episodes per opponent")
     p.add_argument("--curve-episodes", type=int, default=100, help="curve rows: episodes per opponent")
     p.add_argument("--rr-episodes", type=int, default=100, help="round robin: episodes per pair")
@@ -81,43 +76,45 @@ def main(argv: list[str] | None = None) -> int:
                    help="passed to pipeline.launch (e.g. league.self_play=0.25)")
     args = p.parse_args(argv)
     if args.quick:
-        args.steps, args.segments = 40_960, 2
-        args.episodes, args.curve_episodes, args.rr_episodes, args.rr_snapshots = 40, 16, 8, 2
+        args.steps, args.checkpoint_s, args.curve_points = 40_960, 5.0, 2
+        args.episodes, args.curve_episodes, args.rr_episodes, args.rr_snapshots = 40, 16, 8, 1
     tmp = None
     if args.run_dir:
         run_dir = Path(args.run_dir)
     else:
         tmp = tempfile.TemporaryDirectory(prefix="learn_league_")
         run_dir = Path(tmp.name) / "run"
-    base = ["--opponent", "league", "--display", "none", "--metrics-port", "-1",
-            "--seed", str(args.seed), "--set", "run.eval_episodes=0"]
+    argv_launch = ["--opponent", "league", "--display", "plain", "--metrics-port", "-1",
+                   "--seed", str(args.seed), "--run-dir", str(run_dir), "--total-steps", str(args.steps),
+                   "--set", "run.eval_episodes=0", "--set", f"run.checkpoint_interval_s={args.checkpoint_s}",
+                   "--set", "run.keep_checkpoints=1000"]
     for kv in args.set:
-        base += ["--set", kv]
+        argv_launch += ["--set", kv]
     if args.quick:
-        base += ["--actors", "2", "--envs-per-actor", "16", "--rollout-len", "8",
-                 "--set", "league.snapshot_every=2", "--set", "league.hold_chunks=8"]
+        argv_launch += ["--actors", "2", "--envs-per-actor", "16", "--rollout-len", "8",
+                        "--set", "league.snapshot_every=2", "--set", "league.hold_chunks=8"]
     print(f"device: {os.cpu_count()} CPUs seen, load average {os.getloadavg()[0]:.2f} at start; "
-          f"{args.steps:,} agent-steps in {args.segments} parts; run {run_dir}", flush=True)
-    rows = []
-    train_s = 0.0
+          f"{args.steps:,} agent-steps; run {run_dir}", flush=True)
     start = time.perf_counter()
-    for k in range(1, args.segments + 1):
-        steps = math.ceil(args.steps * k / args.segments)
-        argv_k = ["--resume", str(run_dir)] if k > 1 else ["--run-dir", str(run_dir)]
-        t0 = time.perf_counter()
-        with redirect_stdout(io.StringIO()):
-            code = launch([*base, *argv_k, "--total-steps", str(steps)])
-        train_s += time.perf_counter() - t0
-        if code != 0:
-            print(f"training part {k} failed with exit code {code}; see {run_dir / 'run.log'}")
-            return code
-        ckpt = str(run_dir / "checkpoints" / "latest.pt")
-        curve = evaluate(ckpt, OPPONENTS, args.curve_episodes, seed=1000 + k)
-        rating = learner_rating(run_dir)
-        row = {"agent_steps": steps, "train_s": train_s, **{o: curve[o]["win_rate"] for o in OPPONENTS},
-               "rating": rating}
-        rows.append(row)
-        print(f"  {steps:>10,} steps  {train_s:7.0f}s  " + "  ".join(f"{o} {row[o]:6.1%}" for o in OPPONENTS)
+    with redirect_stdout(io.StringIO()):
+        code = launch(argv_launch)
+    train_s = time.perf_counter() - start
+    if code != 0:
+        print(f"training failed with exit code {code}; see {run_dir / 'run.log'}")
+        return code
+    checkpoints = list_checkpoints(run_dir / "checkpoints")
+    born = (run_dir / "config.toml").stat().st_mtime
+    picks = sorted({round(i * (len(checkpoints) - 1) / max(args.curve_points - 1, 1))
+                    for i in range(args.curve_points)})
+    elo = reported_ratings(run_dir / "run.log")
+    print("learning curve (win rate per opponent, the learner's league rating as reported then):")
+    for i in picks:
+        ckpt = checkpoints[i]
+        steps = int(read_checkpoint(ckpt)["extra"]["agent_steps"])
+        curve = evaluate(str(ckpt), OPPONENTS, args.curve_episodes, seed=1000 + i)
+        rating = next((r for s_, r in elo if s_ >= steps), elo[-1][1] if elo else None)
+        print(f"  {steps:>10,} steps  {ckpt.stat().st_mtime - born:7.0f}s  "
+              + "  ".join(f"{o} {curve[o]['win_rate']:6.1%}" for o in OPPONENTS)
               + (f"  league rating {rating:.0f}" if rating is not None else ""), flush=True)
     final = str(run_dir / "checkpoints" / "latest.pt")
     t0 = time.perf_counter()

@@ -24,7 +24,7 @@ def test_the_league_bench_runs_end_to_end(tmp_path):
                        r"top_rated=(\S+) ", out, re.M)
     assert result is not None, out
     assert all(0.0 <= float(x) <= 1.0 for x in result.groups()[:3])
-    # Two curve rows, and the round robin entered the scripted agents, two snapshots and the final.
+    # Two curve rows, and the round robin entered the scripted agents, a snapshot and the final.
     assert len(re.findall(r"^\s+[\d,]+ steps\s+\d+s\s+crank", out, re.M)) == 2, out
-    assert "round robin of 8 " in out, out
+    assert "round robin of 7 " in out, out
     assert (tmp_path / "run" / "league" / "league.json").is_file()
