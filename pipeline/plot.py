@@ -40,10 +40,14 @@ def load_curves(run: Path) -> dict[str, Curve]:
     return {k: v for k, v in curves.items() if v["agent_steps"]}
 
 
-def plot_runs(runs: list[Path], out: Path, title: str = "") -> int:
-    """Draw the curves of ``runs`` into ``out`` (PNG); returns the number of lines per panel."""
+def plot_runs(runs: list[Path], out: Path, title: str = "", opponents: list[str] | None = None) -> int:
+    """Draw the curves of ``runs`` into ``out`` (PNG), only against ``opponents`` if given (a
+    league run has one per snapshot); returns the number of lines per panel."""
     plt = require_matplotlib("pipeline.plot")
-    data = [(run, load_curves(run)) for run in runs]
+    data = [(run, {o: c for o, c in load_curves(run).items() if not opponents or o in opponents})
+            for run in runs]
+    if not any(curves for _, curves in data):
+        raise ValueError(f"no curves to draw{' against ' + ', '.join(opponents) if opponents else ''}")
     has_wins = any(any(v == v for v in c["win_rate"]) for _, curves in data for c in curves.values())
     rows = [("win_rate", "win rate"), ("return_mean", "mean return")] if has_wins else [("return_mean", "mean return")]
     fig, axes = plt.subplots(len(rows), 2, figsize=(12, 4 * len(rows)), squeeze=False)
@@ -78,6 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("runs", nargs="+", type=Path, help="run directories (or progress.csv files)")
     p.add_argument("--png", type=Path, required=True, metavar="OUT", help="the picture to write")
     p.add_argument("--title", default="", help="the figure's title")
+    p.add_argument("--opponents", metavar="A,B", help="only the curves against these opponents "
+                   "(e.g. the anchors of a league run)")
     return p
 
 
@@ -85,7 +91,8 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     if args.png.is_dir() or not args.png.parent.is_dir():
         raise ValueError(f"--png {args.png}: give a file name in an existing folder")
-    lines = plot_runs(args.runs, args.png, args.title)
+    opponents = [o.strip() for o in args.opponents.split(",") if o.strip()] if args.opponents else None
+    lines = plot_runs(args.runs, args.png, args.title, opponents)
     print(f"wrote {args.png} ({len(args.runs)} runs, {lines} curves)")
 
 

@@ -90,3 +90,13 @@ def test_plot_overlays_runs_and_refuses_bad_input(tmp_path):
     done = subprocess.run([sys.executable, "-m", "pipeline.plot", str(empty), "--png", str(tmp_path / "x.png")],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "no progress.csv" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_plot_keeps_only_the_opponents_asked_for(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    run = tmp_path / "league-run"
+    _write_run(run, [(1000, 1.0, 0.1), (2000, 2.0, 0.3)])
+    plot_main([str(run), "--png", str(tmp_path / "one.png"), "--opponents", "crank"])
+    assert "(1 runs, 1 curves)" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="no curves to draw against shooter"):
+        plot_main([str(run), "--png", str(tmp_path / "none.png"), "--opponents", "shooter"])
