@@ -1,7 +1,7 @@
 """Chaos: training runs killed with SIGKILL at random moments, resumed until their budget is done.
 
 Each of N runs is started with frequent checkpoints (so kills land during checkpoint writes too),
-killed after a random delay, then continued with ``--resume RUN_DIR`` (which may be killed again)
+killed (its first launch as training begins, later ones after a random delay), then continued with ``--resume RUN_DIR`` (which may be killed again)
 until a launch exits 0. Afterwards, for every run: ``latest.pt`` loads, its saved agent-step
 count equals the budget, and nothing is left behind: no ``*.tmp`` file, no lock, no shared-memory
 segment of a killed process in ``/dev/shm``. ``kills_mid_write`` counts the restarts that found
@@ -83,7 +83,8 @@ def chaos_run(run_dir: Path, budget: int, rng: random.Random, max_kills: int,
         proc = launch(run_dir, budget, resume)
         pids.add(proc.pid)
         if kills < max_kills:
-            if rng.random() >= EARLY_KILL_P:
+            first = kills == 0 and not resume
+            if first or rng.random() >= EARLY_KILL_P:
                 # Training has begun once this launch writes to the run log (after it claimed the
                 # directory); kill within the next seconds, while checkpoints are written.
                 deadline = time.monotonic() + 60
@@ -91,7 +92,9 @@ def chaos_run(run_dir: Path, budget: int, rng: random.Random, max_kills: int,
                        and (not log.exists() or log.stat().st_size <= log_size)):
                     time.sleep(0.02)
             try:
-                proc.wait(timeout=rng.uniform(*kill_window_s))
+                # The first launch of every run dies as training begins (so each run is killed
+                # at least once, however fast the machine); later ones at a random moment.
+                proc.wait(timeout=0.0 if first else rng.uniform(*kill_window_s))
             except subprocess.TimeoutExpired:
                 proc.send_signal(signal.SIGKILL)
                 proc.wait()
