@@ -35,6 +35,10 @@ ARMS: dict[str, list[str]] = {
     "league_outcome": ["--opponent", "league", "--reward", "outcome"],
     "league_shaped_net128": ["--opponent", "league", "--reward", "shaped",
                              "--set", "ppo.hidden_sizes=[128, 128]"],
+    "crank_shaped_net128": ["--opponent", "crank", "--reward", "shaped",
+                            "--set", "ppo.hidden_sizes=[128, 128]"],
+    "league_shaped_net256": ["--opponent", "league", "--reward", "shaped",
+                             "--set", "ppo.hidden_sizes=[256, 256]"],
     "league_shaped_net32": ["--opponent", "league", "--reward", "shaped",
                             "--set", "ppo.hidden_sizes=[32, 32]"],
 }
