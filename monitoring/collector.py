@@ -91,7 +91,7 @@ CATALOG: tuple[MetricSpec, ...] = (
     _S("midrange_learner_loss", "gauge", "Latest loss terms of the learner, by term.", ("term",)),
     *(_S(f"midrange_learner_{k}", "gauge", h) for k, h in LEARNER_GAUGES.items()),
     _S("midrange_learner_stat", "gauge", "Other latest learner statistics, by name.", ("name",)),
-    _S("midrange_overlap_ratio", "gauge", "Fraction of wall time in which actor and learner work ran at once (profiled)."),
+    _S("midrange_overlap_ratio", "gauge", "Fraction of wall time in which actor and learner work ran at once (host busy intervals; a --profile trace's device figure once recorded)."),
     _S("midrange_env_worker_restarts", "counter", "Env worker processes restarted, by reason (died, timeout).", ("reason",)),
     _S("midrange_league_rating", "gauge", "Bradley-Terry rating (Elo scale) of each league player, the learner included.", ("player",)),
     _S("midrange_league_games", "counter", "League games of the learner, by opponent and the learner's outcome.", ("opponent", "outcome")),

@@ -256,10 +256,21 @@ class RunProgress:
             actor_failures=self.failures, return_mean=return_mean, league=league,
         )
 
+    def _live_overlap(self) -> None:
+        """Export the share of wall time so far in which actor and learner work ran at once,
+        from the host busy intervals, so ``midrange_overlap_ratio`` is live in every run; a
+        ``--profile`` trace's device figure, once measured, is kept instead."""
+        if self.profiled or getattr(self.profile, "report", None) is not None:
+            return
+        wall = time.perf_counter() - self.start_time
+        if wall > 0:
+            self.metrics.set_overlap_ratio(min(self.overlap()[2] / wall, 1.0))
+
     def report(self) -> None:
         """Refresh the display, append to ``progress.csv`` and log the learner's latest
         statistics."""
         snap = self.snapshot()
+        self._live_overlap()
         self.display.update(snap)
         stats = self.last_stats
         self.progress_log.append(progress_rows(snap, stats, *self._league_standing()))

@@ -102,7 +102,7 @@ ROWS: tuple[Row, ...] = (
         Panel("Policy lag (versions)", (*_quantiles("midrange_policy_lag_versions"),
                                         _q(f"rate(midrange_policy_lag_versions_sum[{RATE}]) / rate(midrange_policy_lag_versions_count[{RATE}])", "mean"))),
         Panel("Actor/learner overlap", (_q("midrange_overlap_ratio", "overlap"),), "percentunit", kind="stat",
-              description="Fraction of wall time with actor and learner work at once (from a --profile run)."),
+              description="Fraction of wall time so far with actor and learner work at once: host busy intervals in every run, the device figure of a --profile trace once recorded."),
     )),
     Row("Memory and copies", (
         Panel("CUDA memory", (_q("midrange_cuda_memory_allocated_bytes", "allocated {{device}}"),

@@ -1,0 +1,45 @@
+"""``midrange_overlap_ratio`` is live in every run: each report exports the share of wall time so
+far in which actor and learner work overlapped (host busy intervals)."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+
+from monitoring import Metrics
+from pipeline.cli import parse_config
+from pipeline.config import resolve
+from pipeline.parts import build
+from pipeline.progress import RunProgress
+
+
+class _Silent:
+    def update(self, progress): ...
+    def message(self, text): ...
+    def close(self): ...
+
+
+def test_each_report_exports_the_overlap_so_far(tmp_path):
+    config = resolve(parse_config(["--actors", "1", "--envs-per-actor", "8", "--rollout-len", "4",
+                                   "--display", "none", "--metrics-port", "-1",
+                                   "--run-dir", str(tmp_path / "run")]), "cpu")
+    metrics = Metrics()
+    parts = build(config, metrics, tmp_path / "run")
+    progress = RunProgress(parts, metrics, _Silent(), logging.getLogger("t"), tmp_path, 0, "async")
+    assert metrics.snapshot().overlap_ratio is None
+    progress.start_time = t0 = time.perf_counter() - 10.0  # a run 10 s old
+    progress.on_busy("actor", t0, t0 + 2.0)
+    progress.on_busy("learner", t0 + 1.0, t0 + 1.5)  # 0.5 s of overlap
+    progress.on_busy("learner", t0 + 3.0, t0 + 4.0)  # alone
+    progress.report()
+    assert metrics.snapshot().overlap_ratio == pytest.approx(0.5 / 10.0, rel=0.05)
+
+    class _Profiled:
+        report = object()  # a --profile trace measured it: its figure stays
+
+    metrics.set_overlap_ratio(0.123)
+    progress.profile = _Profiled()
+    progress.report()
+    assert metrics.snapshot().overlap_ratio == 0.123
