@@ -35,6 +35,7 @@ from learner.checkpoint import (
     resolve_checkpoint_path,
     temporary_path,
 )
+from pipeline.command import run_command
 from pipeline.plugins import make_agent
 from pipeline.recording import MatchRecorder
 from sim import BatchedSim, ObsLayout, SimConfig
@@ -491,18 +492,11 @@ def _evaluate_on_gym(args: argparse.Namespace, env: tuple[str, dict]) -> dict:
 
 
 def run(argv: list[str] | None = None) -> None:
-    """Command-line entry: :func:`main`, with bad input (a bad option value, an unknown
-    entrant, a missing or damaged checkpoint, an unusable device or output path) reported as
-    one line and exit status 2, and a failed write of the results as one line and status 1,
-    instead of a traceback."""
-    try:
-        main(argv)
-    except ValueError as exc:  # learner.checkpoint.CheckpointError included
-        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
-        raise SystemExit(2) from None
-    except OSError as exc:
-        print(f"error: cannot write {exc.filename}: {(exc.strerror or str(exc)).lower()}", file=sys.stderr)
-        raise SystemExit(1) from None
+    """Command-line entry: bad input (options, an unknown or unbuildable entrant, a missing or
+    damaged checkpoint, an unusable device or output path; ``CheckpointError`` is a
+    ``ValueError``) is one line and exit status 2, a failed write of the results one line and
+    status 1, instead of a traceback."""
+    run_command(main, argv)
 
 
 if __name__ == "__main__":

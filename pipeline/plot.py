@@ -13,6 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from pipeline.command import run_command
 from pipeline.progress_log import PROGRESS_FILE, read_progress
 from pipeline.replay_png import require_matplotlib, save_figure
 
@@ -97,12 +98,9 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def run(argv: list[str] | None = None) -> None:
-    """Command-line entry: bad input is one line on stderr and exit status 2."""
-    try:
-        main(argv)
-    except (ValueError, ImportError) as exc:
-        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
-        raise SystemExit(2) from None
+    """Command-line entry: bad input is one line on stderr and exit status 2 (a failed write,
+    status 1)."""
+    run_command(main, argv, (ValueError, ImportError))
 
 
 if __name__ == "__main__":

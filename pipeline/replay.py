@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline.command import run_command
 from sim.replay_format import Replay, ReplayError, load_replay
 
 
@@ -200,14 +201,7 @@ def main(argv: list[str] | None = None, outputs: tuple[Output, ...] = OUTPUTS) -
 def run(argv: list[str] | None = None) -> None:
     """Command-line entry: bad input (an unreadable or damaged replay, a missing package, a bad
     output path) is one line on stderr and exit status 2; a failed write is status 1."""
-    try:
-        main(argv)
-    except (ReplayError, ImportError, ValueError) as exc:
-        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
-        raise SystemExit(2) from None
-    except OSError as exc:
-        print(f"error: cannot write {exc.filename}: {(exc.strerror or str(exc)).lower()}", file=sys.stderr)
-        raise SystemExit(1) from None
+    run_command(main, argv, (ReplayError, ImportError, ValueError))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,23 @@
+"""How the command-line tools end: bad input is one line on stderr and exit status 2, a failed
+write one line and status 1, never a traceback (``pipeline.evaluate``, ``pipeline.replay``,
+``pipeline.plot``)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+
+def run_command(main: Callable[[list[str] | None], Any], argv: Sequence[str] | None,
+                bad_input: tuple[type[BaseException], ...] = (ValueError,)) -> None:
+    """Call ``main(argv)``; ``bad_input`` exceptions exit 2, an ``OSError`` (a write that
+    failed) exits 1, each with its message on one line."""
+    try:
+        main(None if argv is None else list(argv))
+    except bad_input as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except OSError as exc:
+        print(f"error: cannot write {exc.filename}: {(exc.strerror or str(exc)).lower()}", file=sys.stderr)
+        raise SystemExit(1) from None
