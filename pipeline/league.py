@@ -239,6 +239,17 @@ class League:
                 out[(n, "win")], out[(n, "draw")], out[(n, "loss")] = r.wins, r.draws, r.losses
             return out
 
+    def standing(self) -> dict[str, tuple[float, float, float, int]]:
+        """Each opponent the learner has played recently: its recent (win, draw, loss) rates
+        and the games so far."""
+        out: dict[str, tuple[float, float, float, int]] = {}
+        with self._lock:
+            for name, r in self.records.items():
+                n = sum(r.recent)
+                if n > 0:
+                    out[name] = (r.recent[0] / n, r.recent[1] / n, r.recent[2] / n, r.games)
+        return out
+
     def summary(self) -> str:
         """One line for the display: the learner's rating and the opponent it scores worst against."""
         if not self.ratings:

@@ -192,13 +192,7 @@ class RunProgress:
         league = self.parts.league
         if league is None:
             return None, None
-        table = {}
-        for name, record in list(league.records.items()):
-            n = sum(record.recent)
-            if n > 0:
-                w, d, l_ = (v / n for v in record.recent)
-                table[name] = (w, d, l_, record.games)
-        return table or None, league.ratings.get(LEARNER)
+        return league.standing() or None, league.ratings.get(LEARNER)
 
     # ------------------------------------------------------------------ reading it
     def overlap(self) -> tuple[float, float, float]:
