@@ -66,6 +66,19 @@ def _actions(space: Any, n: int, count: int, seed: int) -> list[np.ndarray]:
     return [np.stack([space.sample() for _ in range(n)]) for _ in range(count)]
 
 
+def cycling_step(step_batch: Callable[[np.ndarray], Any], acts: list[np.ndarray], n: int) -> Callable[[], int]:
+    """A ``step()`` that steps all ``n`` envs with the next of the pre-drawn action batches."""
+    calls = 0
+
+    def step() -> int:
+        nonlocal calls
+        calls += 1
+        step_batch(acts[calls % len(acts)])
+        return n
+
+    return step
+
+
 @dataclass
 class Stepper:
     """One row's vector env, ready to time: ``step()`` advances it and returns the env-steps done."""
@@ -86,12 +99,6 @@ def make_ours(env: str, n: int, batched: bool) -> Stepper:
     pool.reset(seed=0)
     calls = 0
 
-    def step() -> int:
-        nonlocal calls
-        calls += 1
-        pool.step(acts[calls % 64])
-        return n
-
     def recv_send() -> int:
         nonlocal calls
         calls += 1
@@ -102,7 +109,7 @@ def make_ours(env: str, n: int, batched: bool) -> Stepper:
 
     if batched:
         pool.send(acts[0])
-    return Stepper(recv_send if batched else step, pool.worker_pids, pool.close)
+    return Stepper(recv_send if batched else cycling_step(pool.step, acts, n), pool.worker_pids, pool.close)
 
 
 def make_gymnasium(env: str, n: int, kind: str) -> Stepper:
@@ -119,15 +126,7 @@ def make_gymnasium(env: str, n: int, kind: str) -> Stepper:
         pids = [p.pid for p in venv.processes]
     acts = _actions(venv.single_action_space, n, 64, seed=1)
     venv.reset(seed=0)
-    calls = 0
-
-    def step() -> int:
-        nonlocal calls
-        calls += 1
-        venv.step(acts[calls % 64])
-        return n
-
-    return Stepper(step, pids, venv.close)
+    return Stepper(cycling_step(venv.step, acts, n), pids, venv.close)
 
 
 def make_sb3(env: str, n: int) -> Stepper:
@@ -138,15 +137,7 @@ def make_sb3(env: str, n: int) -> Stepper:
     acts = _actions(venv.action_space, n, 64, seed=1)
     venv.seed(0)
     venv.reset()
-    calls = 0
-
-    def step() -> int:
-        nonlocal calls
-        calls += 1
-        venv.step(acts[calls % 64])
-        return n
-
-    return Stepper(step, [p.pid for p in venv.processes], venv.close)
+    return Stepper(cycling_step(venv.step, acts, n), [p.pid for p in venv.processes], venv.close)
 
 
 def _cpu_s(pid: int) -> float:
