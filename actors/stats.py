@@ -72,6 +72,9 @@ class EpisodeStats:
         self.env_results = torch.zeros(3, num_envs, dtype=torch.int64, device=device)
         """Wins, draws and losses of each environment since :meth:`take_env_results` (a league
         sums them over the environments that faced one opponent)."""
+        self.env_first = torch.full((num_envs,), -1, dtype=torch.int64, device=device)
+        """The outcome of each environment's first episode to end since :meth:`take_env_results`:
+        0 win, 1 draw, 2 loss, −1 none yet (a league draining a group counts only that one)."""
 
     def update_counts(self, out: StepResult, reward: torch.Tensor) -> None:
         """Fold one step's outcomes and rewards in (masked, no host sync). The chunk's per-step
@@ -85,6 +88,8 @@ class EpisodeStats:
         length = torch.where(done, out.episode_steps, 0)
         self.counts.add_(torch.stack([won.sum(), drew.sum(), lost.sum(), done.sum(), length.sum()]))
         self.env_results.add_(torch.stack([won, drew, lost]))
+        outcome = torch.where(won, 0, torch.where(drew, 1, 2))
+        self.env_first.copy_(torch.where(done & (self.env_first < 0), outcome, self.env_first))
         self.return_sum.add_(torch.where(done, self.running_return, 0.0).sum().double())
         self.running_return.masked_fill_(done, 0.0)
 
@@ -100,12 +105,15 @@ class EpisodeStats:
         delta = self.counts - self._start_counts
         return delta[0], delta[1], delta[2], self.chunk_lengths[self.chunk_done]
 
-    def take_env_results(self) -> torch.Tensor:
-        """Per-environment wins, draws and losses ``[3, N]`` since the last call, on the host;
-        the counters restart from zero. At a chunk boundary only."""
+    def take_env_results(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-environment wins, draws and losses ``[3, N]`` since the last call, and the
+        outcome of each environment's first episode to end in that time ``[N]`` (0 win, 1 draw,
+        2 loss, −1 none), on the host; both restart. At a chunk boundary only."""
         out = self.env_results.to("cpu", copy=True)  # .cpu() of a CPU tensor is itself
+        first = self.env_first.to("cpu", copy=True)
         self.env_results.zero_()
-        return out
+        self.env_first.fill_(-1)
+        return out, first
 
     def forget(self, env_mask: torch.Tensor) -> None:
         """Drop the running returns of episodes cut short where ``env_mask`` is set (they are
@@ -116,6 +124,7 @@ class EpisodeStats:
         """Zero every total and running return (in place: captured graphs keep their buffers)."""
         for t in (self.running_return, self.counts, self.return_sum, self._start_counts, self.env_results):
             t.zero_()
+        self.env_first.fill_(-1)
 
     def summary(self) -> EpisodeSummary:
         """Host totals since this actor started (one host read)."""

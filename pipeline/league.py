@@ -5,7 +5,14 @@ updates, kept in ``RUN/league/`` as ordinary checkpoints, the newest ``league.ma
 and scripted anchors. Each actor's environments are split into ``league.groups_per_actor``
 groups (``agents.league.GroupedOpponent``); before a chunk, every group that has held its
 opponent for ``league.hold_chunks`` chunks draws a new one and its environments start new
-episodes (the cut episodes are bootstrapped like a time limit and counted for nobody).
+episodes (the cut episodes are bootstrapped like a time limit).
+
+Counting is unbiased in episode length: a group whose time is up first *drains*, keeping its
+opponent until every episode running at that moment has ended, and only then switches. Every
+episode that started while a group held an opponent is counted, however long it lasted; the
+episodes started during the drain (cut at the switch) are counted for nobody. Cutting
+without the drain would count the short fights and lose the long ones (draws at the time
+limit, which can outlast a whole hold).
 
 Opponents are drawn by prioritized fictitious self-play: first past selves (probability
 ``league.self_play``, once a snapshot exists) or anchors, then within that kind with weight
@@ -82,6 +89,9 @@ class Record:
 class GroupState:
     player: str | None = None
     held: int = 0
+    pending: torch.Tensor | None = None
+    """While draining: the environments whose episode, running when the drain began, has not
+    ended yet (``None`` when not draining)."""
 
 
 class League:
@@ -171,13 +181,13 @@ class League:
 
     # ------------------------------------------------------------------ the actors
     def before_chunk(self, actor: Any) -> None:
-        """Credit the groups' results since the last call to their opponents, then give every
-        group whose time is up a new opponent (its environments restart). Called by the
-        actor's own thread between two of its chunks."""
+        """Credit the groups' results since the last call to their opponents, drain every group
+        whose time is up, and give every drained group a new opponent (its environments
+        restart). Called by the actor's own thread between two of its chunks."""
         opponent = actor.opponent
         if not isinstance(opponent, GroupedOpponent):
             raise TypeError(f"actor {actor.actor_id} has no league opponent")
-        results = actor.stats.take_env_results()
+        results, first = actor.stats.take_env_results()
         restart = torch.zeros(opponent.num_envs, dtype=torch.bool)
         with self._lock:
             known = self._groups.get(actor.actor_id)
@@ -187,29 +197,44 @@ class League:
             for g, state in enumerate(known[1]):
                 a, b = opponent.bounds[g]
                 if state.player is not None:
-                    w, d, l_ = (int(x) for x in results[:, a:b].sum(1))
-                    record = self.records.get(state.player)
-                    if record is not None:  # a snapshot that left the pool is no longer rated
-                        record.add(w, d, l_, self.config.window_games)
+                    self._credit(state, results[:, a:b], first[a:b])
                 state.held += 1
-                if state.player is not None and state.player in self.records and (
-                        state.held < self.config.hold_chunks):
+                rated = state.player is not None and state.player in self.records
+                if rated and state.held < self.config.hold_chunks:
                     continue
-                new = self.draw()
-                state.held = 0
-                if new == state.player:
+                if rated and state.pending is None:  # time is up: let the running episodes end
+                    state.pending = torch.ones(b - a, dtype=torch.bool)
+                if rated and state.pending is not None and bool(state.pending.any()):
                     continue
-                state.player = new
-                if new in self.snapshots:
-                    slot = opponent.candidates[g][POLICY]
-                    assert isinstance(slot, PolicyAgent)
-                    slot.policy.load_state_dict(self.snapshots[new])  # copied into its weights
-                    opponent.assign(g, POLICY)
-                else:
-                    opponent.assign(g, new)
+                self._switch(opponent, g, state)
                 restart[a:b] = True
         if bool(restart.any()):
             actor.restart_envs(restart.to(actor.device))
+
+    def _credit(self, state: GroupState, results: torch.Tensor, first: torch.Tensor) -> None:
+        """Add a group's results to its opponent's record: every episode ended while holding,
+        only the pending ones' while draining (under the lock)."""
+        record = self.records.get(state.player or "")
+        if state.pending is None:
+            w, d, l_ = (int(x) for x in results.sum(1))
+        else:
+            ended = state.pending & (first >= 0)
+            w, d, l_ = (int(((first == k) & ended).sum()) for k in range(3))
+            state.pending &= ~ended
+        if record is not None:  # a snapshot that left the pool is no longer rated
+            record.add(w, d, l_, self.config.window_games)
+
+    def _switch(self, opponent: GroupedOpponent, g: int, state: GroupState) -> None:
+        """Draw group ``g``'s next opponent and load it (under the lock)."""
+        new = self.draw()
+        state.held, state.pending, state.player = 0, None, new
+        if new in self.snapshots:
+            slot = opponent.candidates[g][POLICY]
+            assert isinstance(slot, PolicyAgent)
+            slot.policy.load_state_dict(self.snapshots[new])  # copied into its weights
+            opponent.assign(g, POLICY)
+        else:
+            opponent.assign(g, new)
 
     def assignments(self) -> dict[int, list[str | None]]:
         """Each actor's groups' current opponents."""

@@ -124,6 +124,50 @@ def test_recent_counts_forget_old_games():
     assert r.p_win() < 0.2  # the last 100 games weigh far more
 
 
+class _Seat:
+    """An actor's side of the league contract, around a real GroupedOpponent and EpisodeStats:
+    the test plays the episodes' ends itself."""
+
+    def __init__(self, n: int):
+        from actors.stats import EpisodeStats
+        self.actor_id, self.device = 0, torch.device("cpu")
+        self.opponent = GroupedOpponent([{"crank": scripted("crank", n)}])
+        self.stats = EpisodeStats(n, 4, learning_side=0, device=self.device)
+        self.restarts: list[list[bool]] = []
+
+    def restart_envs(self, mask: torch.Tensor) -> None:
+        self.restarts.append(mask.tolist())
+        self.stats.forget(mask)
+
+    def end(self, winners: list[int]) -> None:
+        """One step: environment i ends with ``winners[i]`` (0 red = the learner, 1 blue,
+        2 draw), or keeps running (−1)."""
+        from types import SimpleNamespace
+        w = torch.tensor(winners)
+        out = SimpleNamespace(done=w >= 0, winner=w, episode_steps=torch.full_like(w, 10))
+        self.stats.update_counts(out, torch.zeros(len(winners)))
+
+
+def test_a_group_due_for_a_new_opponent_drains_so_long_fights_are_counted(tmp_path):
+    lg = league(tmp_path, anchors=["crank"], hold_chunks=2)
+    seat = _Seat(2)
+    lg.before_chunk(seat)  # draws crank; both environments start
+    seat.end([0, -1])  # env 0 wins a short fight; env 1's fight goes on
+    lg.before_chunk(seat)
+    seat.end([0, -1])
+    lg.before_chunk(seat)  # time is up: drain, no switch while env 1's fight runs
+    assert seat.restarts == [[True, True]]
+    seat.end([0, -1])  # the fight env 0 was in when the drain began: counted
+    seat.end([0, -1])  # started during the drain: not counted
+    lg.before_chunk(seat)
+    assert seat.restarts == [[True, True]]
+    seat.end([1, 2])  # env 0's third (not counted); env 1's long fight ends in a draw: counted
+    lg.before_chunk(seat)  # drained: switch (crank again) and restart both
+    assert seat.restarts == [[True, True], [True, True]]
+    r = lg.records["crank"]
+    assert (r.wins, r.draws, r.losses) == (3, 1, 0)  # cutting at the hold would give (2, 0, 0)
+
+
 T, B = 8, 8
 
 
