@@ -1,12 +1,13 @@
 """What the learning side is rewarded for: the reward interface, presets and the registry."""
 
 from rewards.base import BaseReward, StepInfo, WeightedSum, step_info
-from rewards.presets import OutcomeReward, ShapedConfig, ShapedReward, ZeroReward
+from rewards.presets import DrawReward, OutcomeReward, ShapedConfig, ShapedReward, ZeroReward
 from rewards.registry import PRESETS, make_reward
 
 __all__ = [
     "PRESETS",
     "BaseReward",
+    "DrawReward",
     "OutcomeReward",
     "ShapedConfig",
     "ShapedReward",

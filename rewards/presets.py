@@ -1,4 +1,4 @@
-"""Reward presets: ``zero``, ``outcome`` and ``shaped``."""
+"""Reward presets: ``zero``, ``outcome``, ``draw`` and ``shaped``."""
 
 from __future__ import annotations
 
@@ -27,6 +27,20 @@ class OutcomeReward(BaseReward):
         """``info["reward"]`` as float32."""
         check_inputs(obs_before, obs_after, action, done, info)
         return info["reward"].to(torch.float32)
+
+
+class DrawReward(BaseReward):
+    """1 on the step an episode ends in a draw (time limit, ammunition out, mutual kill), else 0.
+
+    A term to price draws in a sum: ``--reward shaped+-0.5*draw`` makes a draw cost half a
+    loss, so a fighter that wastes its missiles and is left unable to win learns that it has
+    lost something.
+    """
+
+    def compute(self, obs_before, obs_after, action, done, info: StepInfo) -> torch.Tensor:
+        """``[N]`` float32: ``done & (winner == draw)``."""
+        check_inputs(obs_before, obs_after, action, done, info)
+        return (done & (info["winner"] == 2)).to(torch.float32)
 
 
 @dataclass(frozen=True)

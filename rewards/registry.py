@@ -11,12 +11,13 @@ import torch
 
 from core.plugins import load_object
 from rewards.base import BaseReward, WeightedSum
-from rewards.presets import OutcomeReward, ShapedReward, ZeroReward
+from rewards.presets import DrawReward, OutcomeReward, ShapedReward, ZeroReward
 from sim.layout import ObsLayout
 
 PRESETS: dict[str, type[BaseReward]] = {
     "zero": ZeroReward,
     "outcome": OutcomeReward,
+    "draw": DrawReward,
     "shaped": ShapedReward,
 }
 """Reward presets by name."""
@@ -51,7 +52,7 @@ def _make_one(spec: str, device: torch.device | str, layout: ObsLayout | None) -
 
 
 def make_reward(spec: str, device: torch.device | str = "cpu", layout: ObsLayout | None = None) -> BaseReward:
-    """A reward from a spec: a preset name (``zero``, ``outcome``, ``shaped``), an import path
+    """A reward from a spec: a preset name (``zero``, ``outcome``, ``draw``, ``shaped``), an import path
     ``package.module:ClassName`` (called with whichever of ``device``, ``layout`` it accepts),
     or a weighted sum of those joined by ``+`` with optional ``weight*`` prefixes, e.g.
     ``outcome+0.5*shaped`` or ``outcome+-0.1*mypkg.rew:Fuel``."""

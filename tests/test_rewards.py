@@ -60,6 +60,15 @@ def test_zero_and_outcome():
     assert OutcomeReward().compute(*args).tolist() == [0.0, 1.0, 0.0, -1.0]
 
 
+def test_draw_prices_only_episodes_that_end_in_a_draw():
+    obs_before, obs_after, action, _, info = fake_step()
+    done = torch.tensor([True, True, False, True])
+    info["winner"] = torch.tensor([2, 0, 2, 1])  # a draw, a win, a draw not ended, a loss
+    assert make_reward("draw").compute(obs_before, obs_after, action, done, info).tolist() == [1.0, 0.0, 0.0, 0.0]
+    priced = make_reward("outcome+-0.5*draw").compute(obs_before, obs_after, action, done, info)
+    assert priced.tolist() == [-0.5, 1.0, 0.0, -1.0]
+
+
 def test_shaped_is_outcome_plus_its_documented_dense_terms():
     obs_before, obs_after, action, done, info = fake_step()
     cfg = ShapedConfig()
