@@ -3,9 +3,11 @@
 Both modes run the real ``pipeline.launch`` with identical settings in this one process, in
 alternating order, and the figure is agent-steps (decisions of the learning fighter) per second
 of wall time from the first chunk to the last update, drain included. The sync mode is the
-baseline; the ratio is async / sync.
+baseline; the ratio is async / sync. On a CPU, ``--actor-processes both`` runs both modes with
+actor threads and with actor processes (``actors.processes``) and prints every ratio.
 
     python bench/pipeline.py --quick          # under a minute on a laptop CPU
+    python bench/pipeline.py --quick --actor-processes both
     python bench/pipeline.py --device cuda    # GPU-sized defaults
 
 The last line is ``RESULT key=value ...``.
@@ -49,6 +51,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--total-steps", type=int, default=None, help="agent-steps per run")
     p.add_argument("--repeats", type=int, default=None, help="runs per mode (median reported)")
     p.add_argument("--opponent", default="crank")
+    p.add_argument("--actor-processes", choices=("auto", "on", "off", "both"), default="auto",
+                   help="actors in worker processes (both: compare threads and processes)")
     args = p.parse_args(argv)
     device = pick_device(args.device)
     cuda = device.startswith("cuda")
@@ -67,29 +71,51 @@ def main(argv: list[str] | None = None) -> None:
         "--rollout-len", str(rollout), "--total-steps", str(total), "--opponent", args.opponent,
         "--display", "none", "--set", "run.eval_episodes=0",
     ]
-    rates: dict[str, list[float]] = {"sync": [], "async": []}
+    kinds = {"both": ["off", "on"]}.get(args.actor_processes, [args.actor_processes])
+    modes = [f"{mode}/{kind}" for kind in kinds for mode in ("sync", "async")]
+    rates: dict[str, list[float]] = {m: [] for m in modes}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(repeats):
-            # Alternate the order so neither mode always runs on a warmer machine.
-            order = ("sync", "async") if r % 2 == 0 else ("async", "sync")
-            for mode in order:
-                rate, steps, wall = measure(common, mode == "sync", Path(tmp) / f"{mode}{r}")
-                rates[mode].append(rate)
-                print(f"{mode:>5} run {r}: {steps:,} agent-steps in {wall:.2f}s = {rate:,.0f} agent-steps/s",
-                      flush=True)
-    sync_rate = statistics.median(rates["sync"])
-    async_rate = statistics.median(rates["async"])
-    ratio = async_rate / sync_rate
+            # Alternate the order so no mode always runs on a warmer machine.
+            for name in (modes if r % 2 == 0 else modes[::-1]):
+                mode, kind = name.split("/")
+                argv_k = [*common, "--actor-processes", kind]
+                rate, steps, wall = measure(argv_k, mode == "sync", Path(tmp) / f"{mode}{kind}{r}")
+                rates[name].append(rate)
+                print(f"{_label(name):>15} run {r}: {steps:,} agent-steps in {wall:.2f}s = {rate:,.0f} "
+                      f"agent-steps/s (load {_load()})", flush=True)
+    med = {m: statistics.median(v) for m, v in rates.items()}
     print(f"device {device}, {args.actors} actors x {envs} envs x {rollout} steps, opponent "
           f"{args.opponent}, {total:,} agent-steps per run, median of {repeats}")
-    print(f"sync  {sync_rate:,.0f} agent-steps/s (baseline)")
-    print(f"async {async_rate:,.0f} agent-steps/s  ratio async/sync {ratio:.2f}x")
+    for kind in kinds:
+        sync_rate, async_rate = med[f"sync/{kind}"], med[f"async/{kind}"]
+        print(f"{_label('sync/' + kind):>15} {sync_rate:,.0f} agent-steps/s (baseline)")
+        print(f"{_label('async/' + kind):>15} {async_rate:,.0f} agent-steps/s  ratio async/sync "
+              f"{async_rate / sync_rate:.2f}x")
+    if len(kinds) == 2:
+        print(f"processes/threads: async {med['async/on'] / med['async/off']:.2f}x, sync "
+              f"{med['sync/on'] / med['sync/off']:.2f}x; async processes / sync threads "
+              f"{med['async/on'] / med['sync/off']:.2f}x")
+    figures = " ".join(f"{m.replace('/on', '_processes').replace('/off', '_threads').replace('/auto', '')}"
+                       f"_agent_steps_per_s={v:.0f}" for m, v in med.items())
+    kind = kinds[-1]
     print(
         f"RESULT device={device.split(':')[0]} actors={args.actors} envs_per_actor={envs} "
-        f"rollout_len={rollout} total_steps={total} repeats={repeats} "
-        f"sync_agent_steps_per_s={sync_rate:.0f} async_agent_steps_per_s={async_rate:.0f} "
-        f"ratio={ratio:.3f}"
+        f"rollout_len={rollout} total_steps={total} repeats={repeats} actor_processes={args.actor_processes} "
+        f"{figures} ratio={med[f'async/{kind}'] / med[f'sync/{kind}']:.3f} load={_load().replace(' ', ',')}"
     )
+
+
+def _label(mode: str) -> str:
+    return mode.replace("/on", " processes").replace("/off", " threads").replace("/auto", "")
+
+
+def _load() -> str:
+    """The 1-, 5- and 15-minute load averages (the machine may be shared)."""
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "?"
 
 
 if __name__ == "__main__":

@@ -187,12 +187,20 @@ class RolloutSpec:
                  pin: bool = False, share: bool = False) -> Rollout:
         """A zeroed chunk of ``envs`` columns (default B) in one byte block on ``device``;
         ``pin``: page-locked host memory, ``share``: a shared-memory segment."""
-        offsets, total = _layout(self, envs)
-        block = torch.zeros(total, dtype=torch.uint8, device=device)
+        block = torch.zeros(self.nbytes(envs), dtype=torch.uint8, device=device)
         if pin:
             block = block.pin_memory()
         elif share:
             block.share_memory_()
+        return Rollout(self, self.views(block, envs), block)
+
+    def views(self, block: Tensor, envs: int | None = None) -> dict[str, Tensor]:
+        """Every field as a view into ``block``, a chunk's byte block laid out by this spec (one
+        allocated here, or the same block seen from another process)."""
+        offsets, total = _layout(self, envs)
+        if block.dtype != torch.uint8 or block.dim() != 1 or block.numel() != total:
+            raise ValueError(f"a chunk's block must be {total} uint8 bytes, got {block.dtype} of shape "
+                             f"{tuple(block.shape)}")
         tensors: dict[str, Tensor] = {}
         for f in self.fields:
             shape = self.shape(f, envs)
@@ -200,7 +208,7 @@ class RolloutSpec:
             size = math.prod(shape) * _itemsize(dtype)
             raw = block[offsets[f.name] : offsets[f.name] + size]
             tensors[f.name] = raw.view(dtype).view(shape)
-        return Rollout(self, tensors, block)
+        return tensors
 
     def allocate_step(self, device: torch.device | str = "cpu") -> dict[str, Tensor]:
         """One decision step's worth of every step field, ``[B, *suffix]`` (graph buffers)."""

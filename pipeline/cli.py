@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from pipeline.config import DISPLAYS, RING_PLACEMENTS, ConfigError
+from pipeline.config import ACTOR_PROCESSES, DISPLAYS, RING_PLACEMENTS, ConfigError
 from pipeline.config_file import apply_override, load_toml, parse_value
 from pipeline.rundir import run_dir_of
 
@@ -25,6 +25,7 @@ FLAG_KEYS: dict[str, str] = {
     "env": "actors.env",
     "env_kwargs": "actors.env_kwargs",
     "workers_per_actor": "actors.workers_per_actor",
+    "actor_processes": "actors.processes",
     "opponent": "actors.opponent",
     "reward": "actors.reward",
     "ring_slots": "ring.slots",
@@ -69,6 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="worker processes per actor for a Gymnasium env (0: in the actor's "
                    "process; default: chosen by the env's measured step cost and the core count)")
     p.add_argument("--envs-per-actor", type=int, help="environments per actor (default by device)")
+    p.add_argument("--actor-processes", choices=ACTOR_PROCESSES,
+                   help="sim actors in worker processes of their own (default auto: on a CPU yes)")
     p.add_argument("--rollout-len", type=int, help="decision steps per chunk (default by device)")
     p.add_argument("--ring-slots", type=int, help="ring slots (default 2 per actor)")
     p.add_argument("--ring", choices=RING_PLACEMENTS, help="slot placement (default auto)")

@@ -36,6 +36,7 @@ CUDA_STREAMS_PER_POOL = 32
 """Streams in PyTorch's per-device pool of each priority (``torch.cuda.Stream()`` takes the
 next one, round robin)."""
 RING_PLACEMENTS = ("auto", "device", "pinned", "shared")
+ACTOR_PROCESSES = ("auto", "on", "off")
 DISPLAYS = ("auto", "rich", "plain", "none")
 
 
@@ -125,6 +126,13 @@ class ActorsConfig:
     """Reward spec for ``rewards.make_reward``."""
     learning_side: int = 0
     """Which fighter learns: 0 red, 1 blue (the opponent flies the other)."""
+    processes: str = "auto"
+    """Sim actors in worker processes of their own (``on``) or as threads of the learner's
+    process (``off``). On a CPU host the processes do not share the learner's GIL
+    (``pipeline.actor_process``); on CUDA the actors and the learner of a device stay in one
+    process (streams overlap only there), and Gymnasium actors stay threads (their envs
+    already step in worker processes). ``auto``: on for the sim on a CPU, off otherwise; the
+    resolved value is what ``config.toml`` holds."""
 
 
 @dataclass(frozen=True)
@@ -383,6 +391,10 @@ def resolve(data: dict[str, Any], device: str | None = None) -> PipelineConfig:
                                    "num_minibatches": 4, "learning_rate": 2.5e-4}
         for key, value in gym_ppo.items():
             t["ppo"].setdefault(key, value)
+    if t["actors"].get("processes", "auto") == "auto":
+        # Measured (bench/pipeline.py, bench/RESULTS.md): on a CPU, actor processes beat actor
+        # threads, which share the learner's GIL.
+        t["actors"]["processes"] = "off"
     for section, key, value in (
         ("run", "total_steps", 2_000_000_000 if cuda else 600_000),
         ("run", "compile_sim", cuda),
@@ -477,6 +489,19 @@ def validate(config: PipelineConfig) -> None:
     for name in ("opponent", "reward"):
         if not getattr(actors, name).strip():
             raise ConfigError(f"actors.{name} must not be empty")
+    if actors.processes not in ACTOR_PROCESSES:
+        raise ConfigError(f"actors.processes must be one of {', '.join(ACTOR_PROCESSES)}, "
+                          f"got {actors.processes!r}")
+    if actors.processes == "on":
+        if actors.env != "midrange":
+            raise ConfigError(f"actors.processes = on is for the sim; --env {actors.env} actors stay "
+                              "threads (their envs already step in worker processes)")
+        if _device_is_cuda(dev):
+            raise ConfigError("actors.processes = on needs run.device cpu: on CUDA the actors and the "
+                              "learner of a device share one process, where their streams overlap")
+        if ring.placement not in ("auto", "shared"):
+            raise ConfigError(f"actors.processes = on writes a shared-memory ring; ring.placement "
+                              f"{ring.placement!r} cannot cross processes (use auto or shared)")
     if ring.placement not in RING_PLACEMENTS:
         raise ConfigError(
             f"ring.placement must be one of {', '.join(RING_PLACEMENTS)}, got {ring.placement!r}"

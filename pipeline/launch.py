@@ -185,7 +185,8 @@ def _train(config: PipelineConfig, parts: RunParts, metrics: Metrics, display: D
     if parts.device.type == "cuda":
         display.message(step_description(config, parts, graph_actors))
     display.message(
-        f"run {run_dir} · {mode} · {config.run.device} · {config.actors.count} actors × "
+        f"run {run_dir} · {mode} · {config.run.device} · {config.actors.count} actor "
+        f"{'processes' if config.actors.processes == 'on' else 'threads'} × "
         f"{config.actors.envs_per_actor} envs × {config.actors.rollout_len} steps · ring "
         f"{config.ring.slots} slots ({parts.ring.placement}) · "
         + (f"opponent {config.actors.opponent} · reward {config.actors.reward}" if is_sim(config.actors.env)

@@ -29,6 +29,7 @@ from actors.actor import ChunkInterrupted, SimActor
 from actors.gym_actor import GymActor
 from learner import RolloutBatch
 from monitoring import span
+from pipeline.actor_process import ProcessActor
 from pipeline.parts import Actor, RunParts
 from pipeline.ring import RingClosed, RingSlot, SlotState
 
@@ -203,8 +204,8 @@ async def actor_loop(run: Run, actor_id: int) -> None:
         wait_s = time.perf_counter() - start
         actor = run.parts.actors[actor_id]
         try:
-            if isinstance(actor, GymActor) and actor.steps_on_event_loop and not run.sched.sync:
-                # Its env steps in worker processes: await them here, not in a thread.
+            if not isinstance(actor, SimActor) and on_event_loop(actor) and not run.sched.sync:
+                # It steps in other processes: await them here, not in a thread.
                 await run.sched.watch("actor", write_chunk_async(actor, run, slot))
             else:
                 await run.sched.run("actor", write_chunk, actor, run, slot)
@@ -230,18 +231,27 @@ async def learner_loop(run: Run) -> None:
         await run.sched.turn()
 
 
+def on_event_loop(actor: Actor) -> bool:
+    """Whether ``actor``'s chunks are awaited on the event loop (its work runs in other
+    processes: an actor process, or a Gymnasium env's workers) rather than in a thread."""
+    return isinstance(actor, ProcessActor) or (isinstance(actor, GymActor) and actor.steps_on_event_loop)
+
+
 def write_chunk(actor: Actor, run: Run, slot: RingSlot) -> None:
     """Blocking part of a chunk: pick up newer weights, then roll out into ``slot`` (given up
-    between two decision steps when the run stops)."""
+    between two decision steps when the run stops). An actor process pulls its weights itself;
+    a league draws for it here, on its mirror, and the process gets the decisions with the chunk."""
     actor.sync_weights(run.parts.publisher)
-    if run.parts.league is not None and isinstance(actor, SimActor):
+    if run.parts.league is not None and isinstance(actor, (SimActor, ProcessActor)):
         run.parts.league.before_chunk(actor)  # results credited, opponents drawn
     actor.rollout(slot, should_stop=lambda: run.budget.stopped)
 
 
-async def write_chunk_async(actor: GymActor, run: Run, slot: RingSlot) -> None:
-    """:func:`write_chunk` for an actor whose env steps in worker processes."""
+async def write_chunk_async(actor: GymActor | ProcessActor, run: Run, slot: RingSlot) -> None:
+    """:func:`write_chunk` for an actor whose chunk runs in other processes."""
     actor.sync_weights(run.parts.publisher)
+    if run.parts.league is not None and isinstance(actor, ProcessActor):
+        run.parts.league.before_chunk(actor)
     await actor.rollout_async(slot, should_stop=lambda: run.budget.stopped)
 
 
@@ -252,6 +262,10 @@ def chunk_outcome(actor: Actor, slot_wait_s: float) -> ChunkOutcome:
         returns, lengths = actor.chunk_episodes()
         return ChunkOutcome(actor.actor_id, actor.samples_per_chunk, actor.physics_steps_per_chunk,
                             0, 0, 0, lengths, slot_wait_s, returns)
+    if isinstance(actor, ProcessActor):
+        w, d, l_, lengths = actor.outcome()  # sent with the chunk's handover
+        return ChunkOutcome(actor.actor_id, actor.samples_per_chunk, actor.physics_steps_per_chunk,
+                            w, d, l_, lengths, slot_wait_s)
     wins, draws, losses, lengths = actor.stats.chunk_outcomes()
     return ChunkOutcome(actor.actor_id, actor.samples_per_chunk, actor.physics_steps_per_chunk,
                         int(wins), int(draws), int(losses), lengths, slot_wait_s)

@@ -16,20 +16,19 @@ import torch
 
 from actors.actor import SimActor
 from actors.gym_actor import GymActor
-from agents.base import BaseAgent
 from core.schema import RolloutSpec
 from learner import ActionSpec, ActorCritic, PPOLearner
+from pipeline.actor_process import ProcessActor, make_sim_actor
 from pipeline.config import LEAGUE, ConfigError, PipelineConfig
 from pipeline.envs import EnvFactory, is_sim, make_vector_env, probe
 from pipeline.league import League
-from pipeline.plugins import make_agent, make_reward
 from pipeline.ring import RolloutRing
 from pipeline.weights import WeightPublisher
 from sim import BatchedSim, ObsLayout
 from sim.device import available_memory_bytes, format_bytes
 
-Actor = SimActor | GymActor
-"""An experience producer: the sim's or a Gymnasium env's."""
+Actor = SimActor | GymActor | ProcessActor
+"""An experience producer: the sim's (in this process or in an actor process) or a Gymnasium env's."""
 
 
 def actor_seed(base_seed: int, actor_id: int, incarnation: int) -> int:
@@ -57,6 +56,8 @@ class RunParts:
     """The run's ``monitoring.Metrics`` (worker pools count their restarts there)."""
     league: League | None = None
     """The self-play league (``--opponent league``), else None."""
+    stop_flag: torch.Tensor | None = None
+    """Set to 1 when the run stops (shared memory: actor processes read it between steps)."""
 
     def replica(self) -> ActorCritic:
         """A frozen copy of the learner's policy for an actor."""
@@ -79,51 +80,34 @@ class RunParts:
             gym_actor.sync_weights(self.publisher)
             return gym_actor
         assert self.layout is not None
-        layout = self.layout
+        if cfg.actors.processes == "on":
+            return ProcessActor(actor_id, cfg, seed, self.ring, self.publisher, self.stop_flag,
+                                self.league, self.layout)
         cuda_graph = cfg.run.cuda_graph and self.device.type == "cuda"
-
-        def build_agent(spec: str, num_envs: int, agent_seed: int) -> BaseAgent:
-            return make_agent(spec, num_envs, layout, self.device, seed=agent_seed,
-                              action_mode=cfg.sim.action_mode, sim_config=cfg.sim).eval()
-
-        try:
-            if self.league is not None:
-                opponent: BaseAgent = self.league.make_opponent(B, build_agent, self.device, seed,
-                                                                select_on_device=cuda_graph)
-            else:
-                opponent = build_agent(cfg.actors.opponent, B, seed)
-            reward = make_reward(cfg.actors.reward, self.device, self.layout)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
-        except Exception as exc:  # a plug-in's constructor: its error, in one line
-            raise ConfigError(f"building the opponent {cfg.actors.opponent!r} or the reward "
-                              f"{cfg.actors.reward!r} raised {type(exc).__name__}: {exc}") from None
-        actor = SimActor(
-            actor_id, cfg.sim, B, cfg.actors.rollout_len, self.replica(), opponent, reward,
-            device=self.device, seed=seed, learning_side=cfg.actors.learning_side,
-            cuda_graph=cuda_graph,
-            compile_sim=cfg.run.compile_sim, stream=stream,
-        )
+        actor = make_sim_actor(cfg, self.layout, self.device, actor_id, seed, self.replica(),
+                               self.league, cuda_graph=cuda_graph, stream=stream)
         actor.sync_weights(self.publisher)
         return actor
 
     def close(self) -> None:
-        """Close the actors' Gymnasium envs (their worker processes); nothing for the sim."""
+        """Close the actors' Gymnasium envs and the actor processes (none is left running)."""
         for actor in self.actors:
-            if isinstance(actor, GymActor):
+            if not isinstance(actor, SimActor):
                 actor.close()
 
     def restart_actor(self, actor_id: int) -> Actor:
         """Replace a failed actor by a fresh one on new environments."""
         self.incarnations[actor_id] += 1
         old = self.actors[actor_id]
-        if isinstance(old, GymActor):
-            old.close()
+        if not isinstance(old, SimActor):
+            old.close()  # a Gymnasium env's workers, or an actor process (killed if still alive)
         # The failed actor's stream was synchronized (pipeline.loops.recover). Reusing it
         # keeps every actor on a stream of its own: PyTorch's pool hands out 32 per device,
         # round robin, so taking a new one per restart would sooner or later share one.
-        self.actors[actor_id] = self.build_actor(actor_id, stream=self.actors[actor_id].stream)
-        return self.actors[actor_id]
+        actor = self.actors[actor_id] = self.build_actor(actor_id, stream=self.actors[actor_id].stream)
+        if isinstance(actor, ProcessActor):
+            actor.wait_started()
+        return actor
 
 
 def rollout_spec(config: PipelineConfig, obs_dim: int, action_dim: int,
@@ -193,7 +177,9 @@ def build(config: PipelineConfig, metrics: Any = None, run_dir: Path | None = No
         obs_dim = spaces.obs_dim
         obs_meta = {"env": config.actors.env, "size": obs_dim}
     learner = PPOLearner(config.ppo, obs_dim, action_spec, device=device, obs_layout=obs_meta)
-    publisher = WeightPublisher(learner.policy)
+    processes = config.actors.processes == "on"
+    # Actor processes read the weights from shared memory (a seqlock guards each publication).
+    publisher = WeightPublisher(learner.policy, share=processes)
     spec = rollout_spec(config, obs_dim, action_spec.dim,
                         torch.float32 if action_spec.kind == "continuous" else torch.int64)
     try:
@@ -202,13 +188,18 @@ def build(config: PipelineConfig, metrics: Any = None, run_dir: Path | None = No
     except ValueError as exc:
         raise ConfigError(f"ring: {exc}") from None
     parts = RunParts(config, device, layout, learner, publisher, ring, [], [0] * config.actors.count,
-                     env_factory=factory, metrics=metrics)
+                     env_factory=factory, metrics=metrics,
+                     stop_flag=torch.zeros(1, dtype=torch.uint8).share_memory_() if processes else None)
     if config.actors.opponent == LEAGUE and layout is not None:
         league_dir = (run_dir if run_dir is not None else Path("runs")) / "league"
         parts.league = League(config.league, league_dir, config.run.seed, parts.replica)
     publisher.publish(learner.policy, learner.policy_version)
     try:
-        parts.actors = [parts.build_actor(i) for i in range(config.actors.count)]
+        for i in range(config.actors.count):
+            parts.actors.append(parts.build_actor(i))  # appended one by one: close() finds them
+        for actor in parts.actors:
+            if isinstance(actor, ProcessActor):
+                actor.wait_started()  # actor processes start side by side, then are awaited
     except BaseException:
         parts.close()
         raise

@@ -9,11 +9,23 @@ Ordering: on CUDA the learner's copy is enqueued on its stream and an event reco
 makes its own stream wait on that event before copying in, and records a reader event that the
 next publication waits for before overwriting the buffer. On CPU the copies are plain and a lock
 makes each publication and each pull atomic with respect to the other (no torn replicas).
+
+Across processes (``share=True``, CPU actors in worker processes): the flat buffers and a
+two-word stamp ``[sequence, version]`` live in shared memory and the publisher pickles into
+spawned processes (torch passes the segments' file descriptors). A publication is a seqlock
+write: the sequence turns odd, the buffers and the version are written, the sequence turns even.
+A reader copies only between two equal, even readings of the sequence and retries otherwise, so
+a replica never mixes two publications and always carries the version it was published with.
+One writer (the learner), any number of readers, and no reader ever blocks the writer. The
+ordering relies on stores becoming visible in program order (x86-64's TSO); every read and write
+of the stamp is one aligned 8-byte access.
 """
 
 from __future__ import annotations
 
 import threading
+import time
+from typing import Any
 
 import torch
 from torch import nn
@@ -22,7 +34,7 @@ from torch import nn
 class WeightPublisher:
     """A module's state in preallocated flat buffers, with a publication version."""
 
-    def __init__(self, module: nn.Module, device: torch.device | str | None = None):
+    def __init__(self, module: nn.Module, device: torch.device | str | None = None, share: bool = False):
         state = module.state_dict()
         if not state:
             raise ValueError("module has no state to publish")
@@ -36,17 +48,41 @@ class WeightPublisher:
             start = sizes.get(t.dtype, 0)
             offsets[name] = (t.dtype, start, t.numel())
             sizes[t.dtype] = start + t.numel()
+        if share and self.device.type != "cpu":
+            raise ValueError(f"a shared publisher lives in host memory, got device {self.device}")
+        self.shared = share
+        """Buffers and stamp in shared memory, readable from spawned processes (seqlock)."""
         self._flat = {dt: torch.zeros(n, dtype=dt, device=self.device) for dt, n in sizes.items()}
+        self._stamp = torch.tensor([0, -1], dtype=torch.int64)
+        """``[sequence, version]``: the sequence is odd while a publication is being written."""
+        if share:
+            for t in (*self._flat.values(), self._stamp):
+                t.share_memory_()
         self._views = {
             name: self._flat[dt][start : start + n].view(self.shapes[name])
             for name, (dt, start, n) in offsets.items()
         }
-        self.version = -1
-        """-1 until the first publication."""
+        self._version = -1
         self._lock = threading.Lock()
         cuda = self.device.type == "cuda"
         self._published = torch.cuda.Event() if cuda else None
         self._reader_events: dict[int, torch.cuda.Event] = {}
+
+    @property
+    def version(self) -> int:
+        """The latest published version (-1 until the first publication)."""
+        return int(self._stamp[1]) if self.shared else self._version
+
+    def __getstate__(self) -> dict[str, Any]:
+        if not self.shared:
+            raise TypeError("only a WeightPublisher made with share=True can be sent to another process")
+        state = dict(self.__dict__)
+        del state["_lock"]  # the cross-process guard is the seqlock; a lock per process
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     @property
     def nbytes(self) -> int:
@@ -78,10 +114,17 @@ class WeightPublisher:
                     for name in self.names:
                         self._views[name].copy_(state[name], non_blocking=True)
                     self._published.record(stream)
+            elif self.shared:
+                seq = int(self._stamp[0])
+                self._stamp[0] = seq + 1  # odd: readers keep off
+                for name in self.names:
+                    self._views[name].copy_(state[name])
+                self._stamp[1] = int(version)
+                self._stamp[0] = seq + 2
             else:
                 for name in self.names:
                     self._views[name].copy_(state[name])
-            self.version = int(version)
+            self._version = int(version)
 
     @torch.no_grad()
     def pull(
@@ -100,6 +143,8 @@ class WeightPublisher:
             return local_version
         state = module.state_dict()
         self._check(state, "replica")
+        if self.shared:
+            return self._pull_seqlock(state, local_version)
         with self._lock:
             target = next(iter(state.values())).device
             if self._published is not None or target.type == "cuda":
@@ -118,3 +163,19 @@ class WeightPublisher:
                 for name in self.names:
                     state[name].copy_(self._views[name])
             return self.version
+
+    def _pull_seqlock(self, state: dict[str, torch.Tensor], local_version: int) -> int:
+        """Copy the published state between two equal even sequence readings (retrying while
+        a publication is being written); returns the version of what was copied."""
+        while True:
+            seq = int(self._stamp[0])
+            if seq % 2:
+                time.sleep(0)  # a publication is being written: let the writer finish
+                continue
+            version = int(self._stamp[1])
+            if version <= local_version:
+                return local_version
+            for name in self.names:
+                state[name].copy_(self._views[name])
+            if int(self._stamp[0]) == seq:
+                return version

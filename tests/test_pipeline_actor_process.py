@@ -1,0 +1,192 @@
+"""Sim actors in spawned processes (``actors.processes = on``), with real processes: weights
+read across processes carry the version they were published with, runs balance their sample
+accounting, a SIGKILLed actor process is restarted, a league runs, and nothing is left behind."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+from multiprocessing import get_context
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from monitoring import Metrics
+from pipeline.actor_process import ProcessActor
+from pipeline.cli import parse_config
+from pipeline.config import ConfigError, resolve
+from pipeline.launch import run
+from pipeline.loops import BatchIntake, Budget, ChunkOutcome, Run, Scheduler, UpdateReport, drive
+from pipeline.parts import build
+from pipeline.weights import WeightPublisher
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(64, 64)
+        self.b = nn.Linear(64, 8)
+        self.register_buffer("mean", torch.zeros(64))
+
+
+LAST_VERSION = 400
+
+
+def read_versions(publisher: WeightPublisher, conn) -> None:  # runs in a spawned process
+    torch.set_num_threads(1)
+    replica = Net()
+    local, seen, errors = -1, [], []
+    while local < LAST_VERSION:
+        version = publisher.pull(replica, local)
+        if version == local:
+            continue
+        values = {float(v) for t in replica.state_dict().values() for v in t.flatten().unique()}
+        if values != {float(version)}:
+            errors.append(f"version {version} holds {sorted(values)[:4]}")
+        seen.append(version)
+        local = version
+    conn.send((seen, errors))
+
+
+def test_weights_read_in_another_process_carry_their_version():
+    torch.set_num_threads(1)
+    learner = Net()
+    publisher = WeightPublisher(learner, share=True)
+    ctx = get_context("spawn")
+    parent, child = ctx.Pipe()
+    reader = ctx.Process(target=read_versions, args=(publisher, child), daemon=True)
+    reader.start()
+    for v in range(LAST_VERSION + 1):  # every version is uniform: v in every weight
+        with torch.no_grad():
+            for t in learner.state_dict().values():
+                t.fill_(float(v))
+        publisher.publish(learner, v)
+    assert parent.poll(120), "the reader process did not finish"
+    seen, errors = parent.recv()
+    reader.join(10)
+    assert not errors, errors[:5]
+    assert seen == sorted(set(seen)) and seen[-1] == LAST_VERSION
+    with pytest.raises(TypeError, match="share=True"):
+        import pickle
+        pickle.dumps(WeightPublisher(Net()))
+
+
+def flags(tmp_path: Path, *extra: str) -> list[str]:
+    return ["--actors", "2", "--envs-per-actor", "8", "--rollout-len", "4", "--opponent", "straight",
+            "--reward", "outcome", "--device", "cpu", "--display", "none", "--metrics-port", "-1",
+            "--run-dir", str(tmp_path / "run"), "--actor-processes", "on", "--set", "run.eval_episodes=0",
+            "--set", "ppo.hidden_sizes=[16]", "--set", "ppo.update_epochs=1", *extra]
+
+
+def children() -> set[int]:
+    """Live processes whose parent is this one."""
+    out = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid() and fields[0] != "Z":
+            out.add(int(stat.parent.name))
+    return out
+
+
+def shm_entries() -> set[str]:
+    shm = Path("/dev/shm")
+    return {p.name for p in shm.iterdir() if f"_{os.getpid()}_" in p.name} if shm.is_dir() else set()
+
+
+def test_config_refuses_processes_where_they_cannot_run(tmp_path):
+    with pytest.raises(ConfigError, match=r"needs run\.device cpu"):
+        resolve(parse_config(flags(tmp_path)), "cuda:0")  # the device as given: no GPU needed
+    with pytest.raises(ConfigError, match="shared-memory ring"):
+        resolve(parse_config(flags(tmp_path, "--ring", "device")), "cpu")
+    with pytest.raises(ConfigError, match="stay threads"):
+        resolve(parse_config(["--env", "gym:CartPole-v1", "--actor-processes", "on"]), "cpu")
+    with pytest.raises(ConfigError, match=r"actors\.processes must be one of"):
+        resolve(parse_config(["--set", "actors.processes=yes"]), "cpu")
+
+
+def test_run_with_actor_processes_balances_and_leaves_nothing(tmp_path):
+    before = children()
+    shm_before = shm_entries()
+    result = run(resolve(parse_config(flags(tmp_path, "--total-steps", "1024")), "cpu"))
+    assert result.exit_code == 0
+    s = result.ring
+    assert s.produced_samples == s.consumed_samples + s.dropped_samples + s.in_flight_samples
+    assert result.agent_steps >= 1024 and s.consumed_samples >= 1024
+    assert result.win_history and result.win_history[-1][2] > 0  # episodes counted in this process
+    assert 'processes = "on"' in (tmp_path / "run" / "config.toml").read_text()
+    assert children() <= before
+    assert shm_entries() <= shm_before
+
+
+class Hooks:
+    """The run's hooks, keeping what the loops report; a failure is counted, not fatal."""
+
+    def __init__(self, kill_after_first_chunk: ProcessActor):
+        self.victim = kill_after_first_chunk
+        self.chunks: list[ChunkOutcome] = []
+        self.failures: list[BaseException] = []
+        self.killed = False
+
+    def on_chunk(self, outcome: ChunkOutcome) -> None:
+        self.chunks.append(outcome)
+        if not self.killed and self.victim.pid is not None:
+            os.kill(self.victim.pid, signal.SIGKILL)  # mid-way through its next chunk, or before it
+            self.killed = True
+
+    def on_update(self, report: UpdateReport) -> None:
+        pass
+
+    def on_busy(self, role: str, start: float, end: float) -> None:
+        pass
+
+    def on_actor_failure(self, actor_id: int, exc: BaseException, dropped_chunk: bool) -> None:
+        self.failures.append(exc)
+
+    def on_interrupted_chunk(self) -> None:
+        pass
+
+
+def test_sigkilled_actor_process_is_restarted_and_accounting_balances(tmp_path):
+    before = children()
+    config = resolve(parse_config(flags(tmp_path, "--total-steps", "768")), "cpu")
+    parts = build(config, Metrics())
+    try:
+        victim = parts.actors[0]
+        assert isinstance(victim, ProcessActor)
+        old_pid = victim.pid
+        hooks = Hooks(victim)
+        chunks = -(-config.run.total_steps // config.samples_per_chunk)
+        the_run = Run(parts, BatchIntake(parts, Metrics()), Budget(chunks), Scheduler(hooks, False, 1), hooks)
+        asyncio.run(drive(the_run, lambda: None, 60.0))
+        assert len(hooks.failures) == 1 and "killed by signal 9" in str(hooks.failures[0])
+        assert parts.actors[0].pid != old_pid and parts.incarnations[0] == 1
+        assert len(hooks.chunks) == chunks  # the lost chunk was produced again
+        s = parts.ring.stats()
+        assert s.produced_samples == s.consumed_samples + s.dropped_samples + s.in_flight_samples
+        assert s.in_flight_samples == 0
+    finally:
+        parts.close()
+    assert children() <= before
+
+
+def test_league_with_actor_processes_sync(tmp_path):
+    before = children()
+    result = run(resolve(parse_config(flags(
+        tmp_path, "--opponent", "league", "--sync", "--total-steps", "2048",
+        "--set", "league.groups_per_actor=2", "--set", "league.hold_chunks=2",
+        "--set", "league.snapshot_every=4", "--set", 'league.anchors=["straight", "random"]')), "cpu"))
+    assert result.exit_code == 0
+    s = result.ring
+    assert s.produced_samples == s.consumed_samples + s.dropped_samples + s.in_flight_samples
+    league = json.loads((tmp_path / "run" / "league" / "league.json").read_text())
+    assert league["snapshots"]  # snapshots joined the pool
+    played = [n for n, r in league["records"].items() if r["wins"] + r["draws"] + r["losses"]]
+    assert len(played) >= 2, league["records"]  # results came back per group, credited per opponent
+    assert children() <= before
