@@ -25,6 +25,7 @@ from torch import Tensor
 from actors.cuda_graph import CapturedStep
 from actors.stats import EpisodeStats
 from agents.base import check_agent_actions, seeded_generator
+from agents.league import GroupedOpponent
 from core.schema import Rollout, RolloutSpec
 from monitoring import span
 from rewards.base import check_reward_output
@@ -183,7 +184,8 @@ class SimActor:
             self._bootstrap = torch.zeros(num_envs, device=self.device)
             self._violations = torch.zeros(len(VIOLATIONS), dtype=torch.bool, device=self.device)
             """Sticky flags (see :data:`VIOLATIONS`), set on the device, read at chunk ends."""
-            self.stats = EpisodeStats(num_envs, rollout_len, learning_side, self.device)
+            self.stats = EpisodeStats(num_envs, rollout_len, learning_side, self.device,
+                                      per_env=isinstance(opponent, GroupedOpponent))
         self._graph: CapturedStep | None = None
         self.graph_error = ""
         """Why CUDA graph capture was not used, if it was asked for and failed."""

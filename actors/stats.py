@@ -60,8 +60,12 @@ class EpisodeSummary:
 class EpisodeStats:
     """Running per-environment returns and total outcome counts for one learning side."""
 
-    def __init__(self, num_envs: int, rollout_len: int, learning_side: int, device: torch.device):
+    def __init__(self, num_envs: int, rollout_len: int, learning_side: int, device: torch.device,
+                 per_env: bool = False):
         self.side = learning_side
+        self.per_env = per_env
+        """Keep :attr:`env_results` and :attr:`env_first` (a league's actor needs them; other
+        actors skip their cost)."""
         self.running_return = torch.zeros(num_envs, device=device)
         # wins, draws, losses, episodes, length_sum as int64; return_sum separately as float.
         self.counts = torch.zeros(5, dtype=torch.int64, device=device)
@@ -87,9 +91,10 @@ class EpisodeStats:
         drew = done & (winner == 2)
         length = torch.where(done, out.episode_steps, 0)
         self.counts.add_(torch.stack([won.sum(), drew.sum(), lost.sum(), done.sum(), length.sum()]))
-        self.env_results.add_(torch.stack([won, drew, lost]))
-        outcome = torch.where(won, 0, torch.where(drew, 1, 2))
-        self.env_first.copy_(torch.where(done & (self.env_first < 0), outcome, self.env_first))
+        if self.per_env:
+            self.env_results.add_(torch.stack([won, drew, lost]))
+            outcome = torch.where(won, 0, torch.where(drew, 1, 2))
+            self.env_first.copy_(torch.where(done & (self.env_first < 0), outcome, self.env_first))
         self.return_sum.add_(torch.where(done, self.running_return, 0.0).sum().double())
         self.running_return.masked_fill_(done, 0.0)
 
@@ -109,6 +114,8 @@ class EpisodeStats:
         """Per-environment wins, draws and losses ``[3, N]`` since the last call, and the
         outcome of each environment's first episode to end in that time ``[N]`` (0 win, 1 draw,
         2 loss, −1 none), on the host; both restart. At a chunk boundary only."""
+        if not self.per_env:
+            raise RuntimeError("per-environment results were not kept (EpisodeStats(per_env=False))")
         out = self.env_results.to("cpu", copy=True)  # .cpu() of a CPU tensor is itself
         first = self.env_first.to("cpu", copy=True)
         self.env_results.zero_()

@@ -132,7 +132,7 @@ class _Seat:
         from actors.stats import EpisodeStats
         self.actor_id, self.device = 0, torch.device("cpu")
         self.opponent = GroupedOpponent([{"crank": scripted("crank", n)}])
-        self.stats = EpisodeStats(n, 4, learning_side=0, device=self.device)
+        self.stats = EpisodeStats(n, 4, learning_side=0, device=self.device, per_env=True)
         self.restarts: list[list[bool]] = []
 
     def restart_envs(self, mask: torch.Tensor) -> None:
