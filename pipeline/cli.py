@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "process; default: chosen by the env's measured step cost and the core count)")
     p.add_argument("--envs-per-actor", type=int, help="environments per actor (default by device)")
     p.add_argument("--actor-processes", choices=ACTOR_PROCESSES,
-                   help="sim actors in worker processes of their own (default auto: on a CPU yes)")
+                   help="sim actors in worker processes of their own, CPU only (default auto: threads)")
     p.add_argument("--rollout-len", type=int, help="decision steps per chunk (default by device)")
     p.add_argument("--ring-slots", type=int, help="ring slots (default 2 per actor)")
     p.add_argument("--ring", choices=RING_PLACEMENTS, help="slot placement (default auto)")

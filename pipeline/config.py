@@ -131,8 +131,8 @@ class ActorsConfig:
     process (``off``). On a CPU host the processes do not share the learner's GIL
     (``pipeline.actor_process``); on CUDA the actors and the learner of a device stay in one
     process (streams overlap only there), and Gymnasium actors stay threads (their envs
-    already step in worker processes). ``auto``: on for the sim on a CPU, off otherwise; the
-    resolved value is what ``config.toml`` holds."""
+    already step in worker processes). ``auto``: off (threads) until processes measure faster
+    on a CPU (``bench/RESULTS.md``); the resolved value is what ``config.toml`` holds."""
 
 
 @dataclass(frozen=True)
@@ -392,8 +392,8 @@ def resolve(data: dict[str, Any], device: str | None = None) -> PipelineConfig:
         for key, value in gym_ppo.items():
             t["ppo"].setdefault(key, value)
     if t["actors"].get("processes", "auto") == "auto":
-        # Measured (bench/pipeline.py, bench/RESULTS.md): on a CPU, actor processes beat actor
-        # threads, which share the learner's GIL.
+        # Threads until actor processes measure faster on a CPU (bench/pipeline.py
+        # --actor-processes both; bench/RESULTS.md): on CUDA and for Gymnasium envs always.
         t["actors"]["processes"] = "off"
     for section, key, value in (
         ("run", "total_steps", 2_000_000_000 if cuda else 600_000),

@@ -190,3 +190,70 @@ def test_league_with_actor_processes_sync(tmp_path):
     played = [n for n, r in league["records"].items() if r["wins"] + r["draws"] + r["losses"]]
     assert len(played) >= 2, league["records"]  # results came back per group, credited per opponent
     assert children() <= before
+
+
+def test_sigterm_stops_a_launch_and_leaves_no_actor_process(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    repo = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=str(repo), OMP_NUM_THREADS="1")
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline.launch",
+                             *flags(tmp_path, "--total-steps", "10000000", "--display", "plain")],
+                            cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        log = tmp_path / "run" / "run.log"
+        deadline = time.monotonic() + 120
+        actors: set[int] = set()
+        while time.monotonic() < deadline and proc.poll() is None:
+            actors = _children_of(proc.pid)
+            if len(actors) == 2 and log.exists() and log.stat().st_size > 0:
+                break
+            time.sleep(0.1)
+        assert len(actors) == 2, "the actor processes did not start"
+        time.sleep(1.0)  # training under way
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, out
+    assert "stopping: received SIGTERM" in out, out
+    line = next(x for x in out.splitlines() if x.startswith("samples: produced"))
+    produced, consumed, dropped, in_flight = _accounting(line)
+    assert produced == consumed + dropped + in_flight, line
+    time.sleep(0.5)
+    assert not [pid for pid in actors if _alive(pid)], "an actor process outlived the run"
+
+
+def _children_of(parent: int) -> set[int]:
+    """Spawned multiprocessing children of ``parent`` (its resource tracker left out)."""
+    out = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(fields[1]) == parent and b"spawn_main" in cmdline:
+            out.add(int(stat.parent.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _accounting(line: str) -> tuple[int, int, int, int]:
+    import re
+
+    m = re.search(r"produced (\d+) = consumed (\d+) \+ dropped (\d+) \+ in flight (\d+)", line)
+    assert m is not None, line
+    a, b, c, d = (int(x) for x in m.groups())
+    return a, b, c, d
