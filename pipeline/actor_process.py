@@ -132,7 +132,7 @@ def make_sim_actor(cfg: PipelineConfig, layout: ObsLayout, device: torch.device,
                                                        select_on_device=cuda_graph)
         else:
             opponent = build_agent(cfg.actors.opponent, B, seed)
-        reward = make_reward(cfg.actors.reward, device, layout)
+        reward = make_reward(cfg.actors.reward, device, layout, cfg.sim)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     except Exception as exc:  # a plug-in's constructor: its error, in one line

@@ -93,7 +93,7 @@ def build_reward(reward: str | StepReward, config: SimConfig, device: torch.devi
     ``BaseReward`` wrapped, or a ``sim.gym.StepReward`` passed through."""
     if isinstance(reward, str):
         try:
-            return RedReward(make_reward(reward, device, ObsLayout.from_config(config)))
+            return RedReward(make_reward(reward, device, ObsLayout.from_config(config), config))
         except ValueError as exc:
             raise ValueError(f"Midrange-v0 reward {reward!r}: {exc}") from None
     if isinstance(reward, BaseReward):

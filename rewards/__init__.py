@@ -1,7 +1,14 @@
 """What the learning side is rewarded for: the reward interface, presets and the registry."""
 
 from rewards.base import BaseReward, StepInfo, WeightedSum, step_info
-from rewards.presets import DrawReward, OutcomeReward, ShapedConfig, ShapedReward, ZeroReward
+from rewards.presets import (
+    DrawReward,
+    OutcomeReward,
+    ShapedConfig,
+    ShapedReward,
+    WastedLaunchReward,
+    ZeroReward,
+)
 from rewards.registry import PRESETS, make_reward
 
 __all__ = [
@@ -12,6 +19,7 @@ __all__ = [
     "ShapedConfig",
     "ShapedReward",
     "StepInfo",
+    "WastedLaunchReward",
     "WeightedSum",
     "ZeroReward",
     "make_reward",

@@ -1,4 +1,4 @@
-"""Reward presets: ``zero``, ``outcome``, ``draw`` and ``shaped``."""
+"""Reward presets: ``zero``, ``outcome``, ``draw``, ``wasted`` and ``shaped``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from dataclasses import dataclass
 import torch
 
 from rewards.base import BaseReward, StepInfo, check_inputs
-from sim.layout import ObsLayout
+from sim.config import SimConfig
+from sim.layout import RANGE_SCALE_M, ObsLayout
+from sim.spacetime import cached_tables, own_reach_turning_away
 
 
 class ZeroReward(BaseReward):
@@ -41,6 +43,36 @@ class DrawReward(BaseReward):
         """``[N]`` float32: ``done & (winner == draw)``."""
         check_inputs(obs_before, obs_after, action, done, info)
         return (done & (info["winner"] == 2)).to(torch.float32)
+
+
+class WastedLaunchReward(BaseReward):
+    """1 per own launch made while the enemy was beyond the missile's no-escape reach (the
+    reach against the enemy turning away at once, :func:`sim.spacetime.own_reach_turning_away`,
+    from the observation the launch was decided on), else 0.
+
+    A launch outside that reach can be outrun; ``--reward shaped+-0.1*wasted`` teaches a
+    fighter to hold its fire until the shot cannot be escaped, instead of ripple-firing its
+    missiles at the first sight of the enemy.
+    """
+
+    def __init__(self, device: torch.device | str = "cpu", layout: ObsLayout | None = None,
+                 sim_config: SimConfig | None = None):
+        super().__init__(device)
+        self.layout = layout if layout is not None else ObsLayout(1, 1)
+        self.i_range = self.layout.index("enemy.range")
+        self._tables = cached_tables(sim_config if sim_config is not None else SimConfig(), "cpu", "float32")
+
+    def to(self, device: torch.device | str) -> WastedLaunchReward:
+        super().to(device)
+        self._tables = self._tables.to(self.device, torch.float32)
+        return self
+
+    def compute(self, obs_before, obs_after, action, done, info: StepInfo) -> torch.Tensor:
+        """``[N]`` float32: own launches in this step where the range exceeded the no-escape reach."""
+        check_inputs(obs_before, obs_after, action, done, info)
+        nez = own_reach_turning_away(obs_before, self.layout, self._tables)
+        outside = obs_before[:, self.i_range].to(nez.dtype) * RANGE_SCALE_M > nez
+        return info["launches"].to(torch.float32) * outside.to(torch.float32)
 
 
 @dataclass(frozen=True)

@@ -11,20 +11,24 @@ import torch
 
 from core.plugins import load_object
 from rewards.base import BaseReward, WeightedSum
-from rewards.presets import DrawReward, OutcomeReward, ShapedReward, ZeroReward
+from rewards.presets import DrawReward, OutcomeReward, ShapedReward, WastedLaunchReward, ZeroReward
+from sim.config import SimConfig
 from sim.layout import ObsLayout
 
 PRESETS: dict[str, type[BaseReward]] = {
     "zero": ZeroReward,
     "outcome": OutcomeReward,
     "draw": DrawReward,
+    "wasted": WastedLaunchReward,
     "shaped": ShapedReward,
 }
 """Reward presets by name."""
 
 
-def _make_one(spec: str, device: torch.device | str, layout: ObsLayout | None) -> BaseReward:
-    """One term: a preset or an import path, called with the arguments its signature accepts."""
+def _make_one(spec: str, device: torch.device | str, layout: ObsLayout | None,
+              sim_config: SimConfig | None) -> BaseReward:
+    """One term: a preset or an import path, called with the arguments its signature accepts
+    (of ``device``, ``layout`` and ``sim_config``)."""
     cls: Callable[..., Any]
     if spec in PRESETS:
         cls = PRESETS[spec]
@@ -43,6 +47,8 @@ def _make_one(spec: str, device: torch.device | str, layout: ObsLayout | None) -
     except (TypeError, ValueError):
         params = {}
     kwargs: dict[str, Any] = {"device": device, "layout": layout}
+    if sim_config is not None:
+        kwargs["sim_config"] = sim_config
     if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         kwargs = {k: v for k, v in kwargs.items() if k in params}
     reward = cls(**kwargs)
@@ -51,9 +57,11 @@ def _make_one(spec: str, device: torch.device | str, layout: ObsLayout | None) -
     return reward.to(device)
 
 
-def make_reward(spec: str, device: torch.device | str = "cpu", layout: ObsLayout | None = None) -> BaseReward:
+def make_reward(spec: str, device: torch.device | str = "cpu", layout: ObsLayout | None = None,
+                sim_config: SimConfig | None = None) -> BaseReward:
     """A reward from a spec: a preset name (``zero``, ``outcome``, ``draw``, ``shaped``), an import path
-    ``package.module:ClassName`` (called with whichever of ``device``, ``layout`` it accepts),
+    ``package.module:ClassName`` (called with whichever of ``device``, ``layout`` and
+    ``sim_config``, the sim's ``SimConfig``, it accepts),
     or a weighted sum of those joined by ``+`` with optional ``weight*`` prefixes, e.g.
     ``outcome+0.5*shaped`` or ``outcome+-0.1*mypkg.rew:Fuel``."""
     if not isinstance(spec, str) or not spec.strip():
@@ -76,7 +84,7 @@ def make_reward(spec: str, device: torch.device | str = "cpu", layout: ObsLayout
             name = name.strip()
         else:
             w, name = 1.0, part
-        terms.append((w, _make_one(name, device, layout)))
+        terms.append((w, _make_one(name, device, layout, sim_config)))
     if len(terms) == 1 and terms[0][0] == 1.0:
         return terms[0][1]
     return WeightedSum(terms, device=device)

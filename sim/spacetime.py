@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -362,12 +363,23 @@ class ReachFeatures:
 def own_reach_straight(obs: torch.Tensor, layout: ObsLayout, tables: MissileTables) -> torch.Tensor:
     """Reach ``[N]`` (m) of an own missile launched now against the enemy flying straight on,
     from egocentric observations ``[N, D]`` (the one number a launch decision needs)."""
+    return _own_reach(obs, layout, tables, reach_straight)
+
+
+def own_reach_turning_away(obs: torch.Tensor, layout: ObsLayout, tables: MissileTables) -> torch.Tensor:
+    """No-escape reach ``[N]`` (m) of an own missile launched now: against the enemy turning
+    away at once (the most it can do to outrun it), from egocentric observations ``[N, D]``."""
+    return _own_reach(obs, layout, tables, reach_turning_away)
+
+
+def _own_reach(obs: torch.Tensor, layout: ObsLayout, tables: MissileTables, reach: Callable[..., torch.Tensor]
+               ) -> torch.Tensor:
     if obs.dim() != 2 or obs.shape[1] != layout.size:
         raise ValueError(f"obs must have shape (N, {layout.size}), got {tuple(obs.shape)}")
     f = obs.to(tables.distance_m.dtype)
     bc, bs = f[:, layout.index("enemy.bearing_cos")], f[:, layout.index("enemy.bearing_sin")]
     hc, hs = f[:, layout.index("enemy.rel_heading_cos")], f[:, layout.index("enemy.rel_heading_sin")]
-    return reach_straight(
+    return reach(
         tables, f[:, layout.index("own.speed")] * SPEED_SCALE_MPS,
         f[:, layout.index("enemy.speed")] * SPEED_SCALE_MPS, hc * bc + hs * bs, hs * bc - hc * bs,
     )

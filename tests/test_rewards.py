@@ -3,6 +3,8 @@ staying small next to the outcome over whole simulated episodes."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -67,6 +69,24 @@ def test_draw_prices_only_episodes_that_end_in_a_draw():
     assert make_reward("draw").compute(obs_before, obs_after, action, done, info).tolist() == [1.0, 0.0, 0.0, 0.0]
     priced = make_reward("outcome+-0.5*draw").compute(obs_before, obs_after, action, done, info)
     assert priced.tolist() == [-0.5, 1.0, 0.0, -1.0]
+
+
+def test_wasted_counts_launches_only_beyond_the_no_escape_reach():
+    _, obs_after, action, done, info = fake_step()
+    real = BatchedSim(4, SimConfig(), seed=3).reset()[:, 0]  # real kinematics; ranges set below
+    i_rng = LAYOUT.index("enemy.range")
+    real[:, i_rng] = torch.tensor([0.1, 3.0, 0.1, 3.0])  # 5 km, 150 km
+    info["launches"] = torch.tensor([1, 1, 0, 2])
+    wasted = make_reward("wasted", layout=LAYOUT, sim_config=SimConfig())
+    assert wasted.compute(real, obs_after, action, done, info).tolist() == [0.0, 1.0, 0.0, 2.0]
+    # The reach is the configured missile's: at 25 km (beyond this missile's 16-17 km no-escape
+    # reach here) a missile with three times the thrust (34-35 km) is not wasted.
+    real[:, i_rng] = 0.5
+    assert wasted.compute(real, obs_after, action, done, info).tolist() == [1.0, 1.0, 0.0, 2.0]
+    strong = SimConfig(missile=dataclasses.replace(SimConfig().missile,
+                                                   max_thrust_mps2=3 * SimConfig().missile.max_thrust_mps2))
+    stronger = make_reward("wasted", layout=LAYOUT, sim_config=strong)
+    assert stronger.compute(real, obs_after, action, done, info).tolist() == [0.0, 0.0, 0.0, 0.0]
 
 
 def test_shaped_is_outcome_plus_its_documented_dense_terms():
