@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import os
+import warnings
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -15,6 +17,10 @@ from sim.config import SimConfig
 from sim.device import canonical_device, peak_bytes, require_memory
 from sim.kernels import DecisionAccumulators, finish_decision, substep_events, substep_move
 from sim.layout import ObsLayout
+from sim.native import NativeKernel
+from sim.native import load as load_native
+from sim.native import load_error as native_load_error
+from sim.native import supports as native_supports
 from sim.observe import build_obs, observe_into
 from sim.scenarios import initial_conditions_batch
 from sim.spacetime import cached_tables
@@ -69,6 +75,13 @@ class BatchedSim:
             writes over every environment). Default: on for accelerators (no host sync, CUDA
             graph capture possible), off on the CPU, where resetting only the ended
             environments is cheaper. Both give identical results.
+        backend: ``"torch"`` (tensor ops; any device, compilable and graph-capturable),
+            ``"native"`` (the C++ kernel of sim/native.py: CPU only, a whole decision per block
+            of environments, idle missile slots skipped; ``compile`` does not apply) or
+            ``"auto"``: native on the CPU when the kernel builds and supports the config
+            (else torch, with one warning line if the build failed), torch on every other
+            device. ``$MIDRANGE_SIM_BACKEND=torch`` turns ``auto`` into torch. Both backends
+            pass the same parity suite against sim/reference.py; they agree to rounding.
     """
 
     def __init__(
@@ -79,6 +92,7 @@ class BatchedSim:
         seed: int = 0,
         compile: bool = False,
         sync_free: bool | None = None,
+        backend: str = "auto",
     ) -> None:
         if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
@@ -88,9 +102,13 @@ class BatchedSim:
             raise ValueError(f"config must be a SimConfig, got {type(config).__name__}")
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise ValueError(f"seed must be an integer, got {seed!r}")
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(map(repr, BACKENDS))}, got {backend!r}")
         self.num_envs = num_envs
         self.config = config
         self.device = canonical_device(device)
+        self.backend = _resolve_backend(backend, self.device, config)
+        """The backend in use: ``"torch"`` or ``"native"``."""
         # Refuse a batch that cannot fit before allocating any of it. Meta holds no data, and
         # the small sims that measure the estimate need no check.
         if self.device.type != "meta" and not _measuring.get():
@@ -123,6 +141,7 @@ class BatchedSim:
             episode_steps=self._episode_steps, launches=self._acc.launches.t(),
             hits=self._acc.hits.t(),
         )
+        self._native = NativeKernel(self.state, self._acc, config) if self.backend == "native" else None
         # The two halves of one physics step are the compiled units: the decision loops over
         # them, so compile time does not grow with the number of substeps.
         self._move: Callable[..., None] = substep_move
@@ -209,7 +228,10 @@ class BatchedSim:
         self._reset_envs(mask)
         if self.observer is not None:
             self.observer.episodes_started(self.state, mask)
-        self._obs.copy_(torch.where(mask.view(n, 1, 1), self._observe(self.state, self.config), self._obs))
+        if self._native is not None and self._native.writes_obs:
+            self._native.observe(mask.nonzero().squeeze(-1), self._obs)
+        else:
+            self._obs.copy_(torch.where(mask.view(n, 1, 1), self._observe(self.state, self.config), self._obs))
         return self._obs
 
     def _reset_envs(self, mask: torch.Tensor) -> None:
@@ -266,6 +288,8 @@ class BatchedSim:
         s.f_rudder.copy_(rudder.t())
         s.f_throttle.copy_(throttle.t())
         s.f_fire_req.copy_(fire.t())
+        if self._native is not None:
+            return self._step_native()
         acc.begin()
         for _ in range(cfg.physics_steps_per_decision):
             self._move(s, acc, cfg)
@@ -292,6 +316,31 @@ class BatchedSim:
             self.observer.episodes_started(s, done)
         return self._result
 
+    def _step_native(self) -> StepResult:
+        """The rest of :meth:`step` on the native kernel: one call for the physics, the closing
+        and the observations, then the resets of the environments that ended."""
+        s, cfg, native = self.state, self.config, self._native
+        assert native is not None
+        native.decision_step(self._obs, self._final_obs)
+        if not native.writes_obs:
+            self._observe_into(s, cfg, self._final_obs)
+            self._obs.copy_(self._final_obs)
+        if self.observer is not None:
+            self.observer.decision_end(s, self._acc)
+        self._episode_steps.copy_(s.decision_steps)
+        done = self._acc.done
+        idx = done.nonzero().squeeze(-1)
+        if idx.numel():
+            s.episode_index[idx] += 1
+            self._write_initial(None, idx)
+            if native.writes_obs:
+                native.observe(idx, self._obs)
+            else:
+                self._obs[idx] = self._observe_eager(s.select(idx), cfg)
+        if self.observer is not None:
+            self.observer.episodes_started(s, done)
+        return self._result
+
     def check_errors(self) -> None:
         """Raise any deferred action error (CUDA: one host read; call at chunk boundaries)."""
         self._checker.raise_if_bad()
@@ -299,6 +348,41 @@ class BatchedSim:
     @property
     def physics_steps_per_decision(self) -> int:
         return self.config.physics_steps_per_decision
+
+
+BACKENDS = ("auto", "torch", "native")
+"""Values of ``BatchedSim(backend=...)``."""
+
+_warned_fallback = False
+
+
+def _resolve_backend(backend: str, device: torch.device, config: SimConfig) -> str:
+    """``"torch"`` or ``"native"`` for a requested backend (see :class:`BatchedSim`)."""
+    global _warned_fallback
+    if backend == "torch":
+        return "torch"
+    if backend == "native":
+        if device.type != "cpu":
+            raise ValueError(f"backend='native' runs on the CPU only, not on {device}")
+        reason = native_supports(config)
+        if reason is not None:
+            raise ValueError(f"backend='native' cannot run this config: {reason}")
+        if not load_native():
+            raise RuntimeError(f"backend='native': the kernel could not be built or loaded: {native_load_error()}")
+        return "native"
+    if device.type != "cpu" or native_supports(config) is not None:
+        return "torch"
+    if os.environ.get("MIDRANGE_SIM_BACKEND", "").strip().lower() == "torch":
+        return "torch"
+    if load_native():
+        return "native"
+    if not _warned_fallback:
+        _warned_fallback = True
+        warnings.warn(
+            f"sim: the native CPU kernel is unavailable ({native_load_error()}); using the torch "
+            "path", RuntimeWarning, stacklevel=3,
+        )
+    return "torch"
 
 
 _measuring: ContextVar[bool] = ContextVar("sim_batched_measuring", default=False)
@@ -325,7 +409,9 @@ def _measure_bytes_per_env(config: SimConfig) -> int:
     dtype = torch.int64 if config.action_mode == "discrete" else getattr(torch, config.dtype)
 
     def run(sync_free: bool) -> None:
-        sim = BatchedSim(n, config, device="cpu", sync_free=sync_free)
+        # The torch path allocates temporaries per phase; the native kernel works in place, so
+        # the torch path's peak bounds both (and is what accelerators run).
+        sim = BatchedSim(n, config, device="cpu", sync_free=sync_free, backend="torch")
         sim.reset()
         sim.step(torch.zeros(n, 2, 3, dtype=dtype, device="cpu"))
 

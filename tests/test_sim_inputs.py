@@ -128,8 +128,8 @@ def test_bad_env_mask() -> None:
 @pytest.mark.slow
 def test_compiled_step_matches_eager() -> None:
     n = 64
-    eager = BatchedSim(n, seed=7)
-    fused = BatchedSim(n, seed=7, compile=True)
+    eager = BatchedSim(n, seed=7, backend="torch")
+    fused = BatchedSim(n, seed=7, compile=True, backend="torch")
     torch.testing.assert_close(fused.reset(), eager.reset(), rtol=1e-5, atol=1e-5)
     gen = torch.Generator().manual_seed(3)
     ended = 0
@@ -155,8 +155,8 @@ def test_compiled_step_matches_eager() -> None:
 def test_sync_free_step_equals_the_data_dependent_step() -> None:
     # The sync-free form is what runs on accelerators; check it on the CPU against the default.
     n = 48
-    plain = BatchedSim(n, seed=5, config=SimConfig(max_time_s=20.0))
-    masked = BatchedSim(n, seed=5, config=SimConfig(max_time_s=20.0), sync_free=True)
+    plain = BatchedSim(n, seed=5, config=SimConfig(max_time_s=20.0), backend="torch")
+    masked = BatchedSim(n, seed=5, config=SimConfig(max_time_s=20.0), sync_free=True, backend="torch")
     assert torch.equal(plain.reset(), masked.reset())
     gen = torch.Generator().manual_seed(2)
     resets = 0
@@ -198,7 +198,7 @@ def test_every_phase_an_accelerator_compiles_traces_as_one_graph() -> None:
     from sim.kernels import finish_decision, substep_events, substep_move
     from sim.observe import observe_into
 
-    sim = BatchedSim(8, seed=1)
+    sim = BatchedSim(8, seed=1, backend="torch")
     sim.reset()
     fire = torch.ones(8, 2, 3, dtype=torch.int64)
     for _ in range(3):

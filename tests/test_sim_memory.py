@@ -108,9 +108,11 @@ def _allocator_peak(fn) -> int:
 @pytest.mark.parametrize("options", [{}, {"dtype": "float64", "missiles_per_fighter": 3,
                                           "obs_incoming_missiles": 2, "obs_own_missiles": 2,
                                           "action_mode": "continuous"}])
-def test_estimate_matches_the_allocator_peak_of_a_real_run(options):
+@pytest.mark.parametrize("backend", ["torch", "native"])
+def test_estimate_matches_the_allocator_peak_of_a_real_run(options, backend):
     """Build, reset and step 8000 environments through episode ends (every step ends every
-    episode: the resets are part of it): the allocator's peak is the estimate, within 25%.
+    episode: the resets are part of it): the allocator's peak is the estimate, within 25%, on
+    the torch path (what accelerators run); the native kernel works in place and stays under it.
 
     (The process's resident memory peaks some 20-40% higher on the CPU: glibc keeps freed
     blocks of the step's temporaries in its heap.)"""
@@ -119,7 +121,8 @@ def test_estimate_matches_the_allocator_peak_of_a_real_run(options):
     dtype = torch.int64 if cfg.action_mode == "discrete" else getattr(torch, cfg.dtype)
 
     def run() -> None:
-        sim = BatchedSim(n, cfg)
+        sim = BatchedSim(n, cfg, backend=backend)
+        assert sim.backend == backend
         sim.reset()
         for _ in range(2):
             sim.step(torch.ones(n, 2, 3, dtype=dtype))
@@ -127,7 +130,10 @@ def test_estimate_matches_the_allocator_peak_of_a_real_run(options):
     estimate = BatchedSim.estimate_bytes(n, cfg)  # measured first, outside the profile
     used = _allocator_peak(run)
     print(f"estimate {format_bytes(estimate)}, allocator peak {format_bytes(used)}")
-    assert 0.75 < used / estimate < 1.25
+    if backend == "torch":
+        assert 0.75 < used / estimate < 1.25
+    else:
+        assert 0.25 < used / estimate < 1.0
 
 
 @pytest.mark.gpu

@@ -1,5 +1,6 @@
 """Parity: the batched simulator against the scalar reference, step by step.
 
+Every test runs on both CPU backends (the torch path and the native kernel of sim/native.py).
 Random action sequences on many environments; every decision step compares the full state,
 observations, rewards, flags, outcome and event counts, and every auto-reset re-seeds the
 reference from the batched simulator's own episode counter (checking the reset obs too).
@@ -21,6 +22,7 @@ REL = 1e-4
 # 1 km and velocities to at least 10 m/s (so 0.1 m and 1 mm/s absolute there).
 POS_SCALE_M = 1_000.0
 VEL_SCALE_MPS = 10.0
+BACKENDS = ["torch", "native"]
 
 
 def _assert_vec_close(bx: float, by: float, ref: list[float], scale: float, what: str) -> None:
@@ -71,8 +73,10 @@ def _random_actions(gen: torch.Generator, n: int, fire_p: float) -> torch.Tensor
     return torch.stack([rudder, throttle, fire], dim=-1)
 
 
-def _run_parity(config: SimConfig, num_envs: int, steps: int, seed: int, fire_p: float) -> dict[str, int]:
-    sim = BatchedSim(num_envs, config=config, seed=seed)
+def _run_parity(config: SimConfig, num_envs: int, steps: int, seed: int, fire_p: float,
+                backend: str) -> dict[str, int]:
+    sim = BatchedSim(num_envs, config=config, seed=seed, backend=backend)
+    assert sim.backend == backend
     obs = sim.reset().cpu()
     refs = [ReferenceSim(config) for _ in range(num_envs)]
     names = sim.layout.names
@@ -112,10 +116,11 @@ def _run_parity(config: SimConfig, num_envs: int, steps: int, seed: int, fire_p:
     return counts
 
 
-def test_parity_float64_random_actions_with_launches_hits_and_resets() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_parity_float64_random_actions_with_launches_hits_and_resets(backend: str) -> None:
     # A short time limit makes truncations and resets happen inside the 200 compared steps.
     config = SimConfig(dtype="float64", max_time_s=25.0, spawn_separation_m=(12_000.0, 25_000.0))
-    counts = _run_parity(config, num_envs=24, steps=200, seed=3, fire_p=0.08)
+    counts = _run_parity(config, num_envs=24, steps=200, seed=3, fire_p=0.08, backend=backend)
     assert counts["launches"] > 100
     assert counts["hits"] > 5
     assert counts["kills"] > 5
@@ -123,21 +128,24 @@ def test_parity_float64_random_actions_with_launches_hits_and_resets() -> None:
     assert counts["resets"] > 20
 
 
-def test_parity_float32_default_config() -> None:
-    counts = _run_parity(SimConfig(), num_envs=12, steps=200, seed=11, fire_p=0.2)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_parity_float32_default_config(backend: str) -> None:
+    counts = _run_parity(SimConfig(), num_envs=12, steps=200, seed=11, fire_p=0.2, backend=backend)
     assert counts["launches"] > 20
 
 
-def test_parity_time_scale_and_head_on() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_parity_time_scale_and_head_on(backend: str) -> None:
     config = SimConfig(dtype="float64", time_scale=2.0, scenario="head_on", max_time_s=60.0)
-    counts = _run_parity(config, num_envs=8, steps=60, seed=5, fire_p=0.4)
+    counts = _run_parity(config, num_envs=8, steps=60, seed=5, fire_p=0.4, backend=backend)
     assert counts["launches"] > 10
 
 
 @pytest.mark.parametrize("mode", ["continuous"])
-def test_parity_continuous_actions(mode: str) -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_parity_continuous_actions(mode: str, backend: str) -> None:
     config = SimConfig(dtype="float64", action_mode=mode, max_time_s=30.0)
-    sim = BatchedSim(6, config=config, seed=2)
+    sim = BatchedSim(6, config=config, seed=2, backend=backend)
     sim.reset()
     refs = [ReferenceSim(config) for _ in range(6)]
     for i, ref in enumerate(refs):
@@ -156,7 +164,8 @@ def test_parity_continuous_actions(mode: str) -> None:
         assert math.isfinite(float(out.obs.abs().max()))
 
 
-def test_parity_with_the_reach_block() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_parity_with_the_reach_block(backend: str) -> None:
     # The reach block (own reach, enemy escape reach, escape time margin) from each sim's own
     # state; close ranges and a short limit give launches, kills and resets on the way.
     config = SimConfig(dtype="float64", obs_reach=True, max_time_s=20.0,
@@ -164,6 +173,6 @@ def test_parity_with_the_reach_block() -> None:
     sim = BatchedSim(1, config=config)
     margin = sim.layout.index("reach.escape_margin")
     assert margin == sim.layout.size - 1
-    counts = _run_parity(config, num_envs=6, steps=60, seed=7, fire_p=0.1)
+    counts = _run_parity(config, num_envs=6, steps=60, seed=7, fire_p=0.1, backend=backend)
     assert counts["launches"] > 5
     assert counts["resets"] > 0
