@@ -11,8 +11,21 @@ Counting: a *physics env-step* is one environment advanced by one physics step (
 reference loop; only red acts in the Gymnasium baseline). Actions are random (fire with
 probability 0.05 per decision), drawn in advance so their generation is not timed.
 
-Usage: ``python bench/sim.py [--quick] [--device cpu|cuda] [--sizes 1,256,4096,65536]``.
-The last line printed is ``RESULT key=value ...``.
+Backends (``--backend``): ``torch`` rows run the tensor-op path eager and compiled; the
+``native`` row runs the CPU kernel of sim/native.py (CPU only). By default the CPU runs all three.
+
+Work (``--peer-work``): the default model (6 missiles per fighter, 5 physics steps of 0.1 s per
+decision, 81 observation floats per side), or the work of the peer platform's Warp kernel that
+issue 15 compares against: 1 missile per fighter and 10 physics steps of 0.1 s per decision
+(``SimConfig(missiles_per_fighter=1, obs_incoming_missiles=1, obs_own_missiles=1,
+substeps=10)``; 36 observation floats per side against its 21; our step still takes the turn
+exactly and sweeps the hit test). The reference loop runs the same config as the rows; the
+Gymnasium baseline always runs the default model.
+
+Usage: ``python bench/sim.py [--quick] [--peer-work] [--threads N] [--backend all|torch|native]
+[--device cpu|cuda] [--sizes 1,256,4096,65536] [--no-compile]``. The last line printed is
+``RESULT key=value ...`` (with ``work=peer|default``, ``threads=`` and
+``physics_env_steps_per_s=`` of the best row at the largest size).
 """
 
 from __future__ import annotations
@@ -33,6 +46,8 @@ from sim.reference import ReferenceSim
 from sim.scenarios import initial_conditions
 
 FIRE_P = 0.05
+PEER_WORK = SimConfig(missiles_per_fighter=1, obs_incoming_missiles=1, obs_own_missiles=1, substeps=10)
+"""The peer platform's work per decision: 1 missile per fighter, 10 physics steps of 0.1 s."""
 
 
 def _sync(device: torch.device) -> None:
@@ -51,10 +66,13 @@ def _action_bank(n: int, device: torch.device, count: int = 16) -> list[torch.Te
     return bank
 
 
-def bench_batched(n: int, device: torch.device, compile: bool, min_time_s: float) -> dict[str, float]:
-    """Decision steps of ``n`` environments; returns rates and the first-call (compile) time."""
-    config = SimConfig()
-    sim = BatchedSim(n, config=config, device=device, seed=0, compile=compile)
+def bench_batched(
+    n: int, device: torch.device, mode: str, min_time_s: float, config: SimConfig
+) -> dict[str, float]:
+    """Decision steps of ``n`` environments in ``mode`` (``eager``, ``compiled``: the torch
+    path; ``native``: the CPU kernel); returns rates and the first-call (compile) time."""
+    backend = "native" if mode == "native" else "torch"
+    sim = BatchedSim(n, config=config, device=device, seed=0, compile=mode == "compiled", backend=backend)
     sim.reset()
     bank = _action_bank(n, device)
     t0 = time.perf_counter()
@@ -81,9 +99,8 @@ def bench_batched(n: int, device: torch.device, compile: bool, min_time_s: float
     }
 
 
-def bench_reference_loop(min_time_s: float) -> dict[str, float]:
+def bench_reference_loop(min_time_s: float, config: SimConfig) -> dict[str, float]:
     """The scalar reference, one environment, in a plain Python loop."""
-    config = SimConfig()
     rng = random.Random(0)
     ref = ReferenceSim(config)
     episode = 0
@@ -134,44 +151,76 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--sizes", default=None, help="comma-separated batch sizes")
     parser.add_argument("--no-compile", action="store_true", help="skip the compiled runs")
+    parser.add_argument("--peer-work", action="store_true",
+                        help="1 missile per fighter, 10 physics steps of 0.1 s per decision (the Warp kernel's work)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="intra-op threads for torch and the native kernel (default: torch's)")
+    parser.add_argument("--backend", choices=("all", "torch", "native"), default="all",
+                        help="which rows to run (native: CPU only)")
     args = parser.parse_args(argv)
     device = torch.device(args.device)
-    if args.sizes:
-        sizes = [int(s) for s in args.sizes.split(",")]
-    elif args.quick:
-        sizes = [4096]
-    elif device.type == "cuda":
-        sizes = [1, 256, 4096, 65536, 1 << 20, 1 << 22]
-    else:
-        sizes = [1, 256, 4096, 65536]
+    if args.threads is not None:
+        if args.threads < 1:
+            parser.error(f"--threads must be >= 1, got {args.threads}")
+        torch.set_num_threads(args.threads)
+    if args.backend == "native" and device.type != "cpu":
+        parser.error("--backend native runs on the CPU only")
+    try:
+        sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else None
+    except ValueError:
+        parser.error(f"--sizes must be comma-separated integers, got {args.sizes!r}")
+    if sizes is not None and (not sizes or min(sizes) < 1):
+        parser.error(f"--sizes must be integers >= 1, got {args.sizes!r}")
+    if sizes is None:
+        if args.quick:
+            sizes = [4096]
+        elif device.type == "cuda":
+            sizes = [1, 256, 4096, 65536, 1 << 20, 1 << 22]
+        else:
+            sizes = [1, 256, 4096, 65536]
     min_time = 1.0 if args.quick else 3.0
+    work = "peer" if args.peer_work else "default"
+    config = PEER_WORK if args.peer_work else SimConfig()
+    threads = torch.get_num_threads()
 
     print(f"device={device} ({torch.cuda.get_device_name(device) if device.type == 'cuda' else platform.processor() or platform.machine()}), "
-          f"torch {torch.__version__}, threads={torch.get_num_threads()}")
-    ref = bench_reference_loop(min_time)
+          f"torch {torch.__version__}, threads={threads}, work={work} "
+          f"({config.missiles_per_fighter} missile(s) per fighter, {config.physics_steps_per_decision} "
+          f"physics steps of {config.dt_s} s per decision, {BatchedSim(1, config, backend='torch').obs_dim} "
+          "observation floats per side)")
+    ref = bench_reference_loop(min_time, config)
     print(f"reference loop (1 process)      : {ref['physics_env_steps_per_s']:>14,.0f} physics env-steps/s  {ref['agent_steps_per_s']:>12,.0f} agent-steps/s")
     vec = bench_async_vector_env(min_time)
-    print(f"AsyncVectorEnv (2 processes)    : {vec['physics_env_steps_per_s']:>14,.0f} physics env-steps/s  {vec['agent_steps_per_s']:>12,.0f} agent-steps/s")
+    print(f"AsyncVectorEnv (2 processes)    : {vec['physics_env_steps_per_s']:>14,.0f} physics env-steps/s  {vec['agent_steps_per_s']:>12,.0f} agent-steps/s  (default model)")
     print()
+    modes: list[str] = []
+    if args.backend in ("all", "torch"):
+        modes += ["eager"] if args.no_compile else ["eager", "compiled"]
+    if args.backend in ("all", "native") and device.type == "cpu":
+        modes.append("native")
     print(f"{'N':>9} {'mode':>9} {'physics env-steps/s':>20} {'agent-steps/s':>15} {'x reference':>12} {'x async2':>9} {'1st call s':>10}")
     results: dict[tuple[int, str], dict[str, float]] = {}
-    modes = ["eager"] if args.no_compile else ["eager", "compiled"]
     for n in sizes:
         for mode in modes:
-            r = bench_batched(n, device, mode == "compiled", min_time)
+            r = bench_batched(n, device, mode, min_time, config)
             results[(n, mode)] = r
             print(f"{n:>9} {mode:>9} {r['physics_env_steps_per_s']:>20,.0f} {r['agent_steps_per_s']:>15,.0f} "
                   f"{r['physics_env_steps_per_s'] / ref['physics_env_steps_per_s']:>12,.1f} "
                   f"{r['physics_env_steps_per_s'] / vec['physics_env_steps_per_s']:>9,.1f} {r['first_call_s']:>10.1f}")
-        if "compiled" in modes:
-            ratio = results[(n, "compiled")]["physics_env_steps_per_s"] / results[(n, "eager")]["physics_env_steps_per_s"]
-            print(f"{n:>9} compiled/eager = {ratio:.2f}x")
+        rate = {m: results[(n, m)]["physics_env_steps_per_s"] for m in modes}
+        if "compiled" in rate:
+            print(f"{n:>9} compiled/eager = {rate['compiled'] / rate['eager']:.2f}x")
+        if "native" in rate and len(rate) > 1:
+            best_torch = max(v for m, v in rate.items() if m != "native")
+            print(f"{n:>9} native/best torch = {rate['native'] / best_torch:.2f}x")
 
     top = max(sizes)
-    best_mode = "compiled" if "compiled" in modes else "eager"
+    best_mode = max(modes, key=lambda m: results[(top, m)]["physics_env_steps_per_s"])
     best = results[(top, best_mode)]["physics_env_steps_per_s"]
     fields = {
         "device": device.type,
+        "work": work,
+        "threads": threads,
         "n": top,
         "mode": best_mode,
         "physics_env_steps_per_s": f"{best:.4g}",
@@ -180,7 +229,10 @@ def main(argv: list[str] | None = None) -> int:
         "x_async2": f"{best / vec['physics_env_steps_per_s']:.1f}",
     }
     if "compiled" in modes:
-        fields["compiled_over_eager"] = f"{best / results[(top, 'eager')]['physics_env_steps_per_s']:.2f}"
+        fields["compiled_over_eager"] = f"{results[(top, 'compiled')]['physics_env_steps_per_s'] / results[(top, 'eager')]['physics_env_steps_per_s']:.2f}"
+    if "native" in modes and len(modes) > 1:
+        best_torch = max(results[(top, m)]["physics_env_steps_per_s"] for m in modes if m != "native")
+        fields["native_over_torch"] = f"{results[(top, 'native')]['physics_env_steps_per_s'] / best_torch:.2f}"
     print("RESULT " + " ".join(f"{k}={v}" for k, v in fields.items()))
     return 0
 
