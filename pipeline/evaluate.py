@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -412,9 +413,11 @@ def _main(args: argparse.Namespace) -> dict:
         prepare_record_dir(args.record)
     if gym_env is not None:
         return _evaluate_on_gym(args, gym_env)
-    sim_config = SimConfig(scenario=args.scenario)
+    entrants = expand_pools(_split(args.round_robin)) if args.round_robin is not None else [
+        args.agent, *_split(args.opponents)]
+    sim_config = dataclasses.replace(trained_sim_config(entrants), scenario=args.scenario)
     if args.round_robin is not None:
-        names = expand_pools(_split(args.round_robin))
+        names = entrants
         if len(set(names)) != len(names) or len(names) < 2:
             raise ValueError(f"--round-robin needs at least 2 distinct entrants, got {names}")
         check_entrants(names, sim_config, device)
@@ -456,6 +459,28 @@ def _main(args: argparse.Namespace) -> dict:
         write_json_atomic(args.json, payload)
         print(f"wrote {args.json}")
     return payload
+
+
+def trained_sim_config(specs: list[str]) -> SimConfig:
+    """The simulator the checkpoints among ``specs`` were trained on (their run's ``[sim]``
+    section), so that a policy trained with, say, ``sim.obs_reach = true`` is judged on the sim
+    it knows; the default ``SimConfig`` when none is a checkpoint. Checkpoints trained on
+    different sims cannot meet in one match: a ``ValueError`` names two of them."""
+    found: dict[SimConfig, str] = {}
+    for spec in specs:
+        try:
+            path = resolve_checkpoint_path(spec)
+        except ValueError:
+            continue  # a scripted name or an import path
+        sim = ((read_checkpoint(path).get("extra") or {}).get("config") or {}).get("sim")
+        if isinstance(sim, dict):
+            found.setdefault(dataclasses.replace(SimConfig.from_dict(sim), scenario="random"), str(path))
+    if len(found) > 1:
+        (a, pa), (b, pb) = list(found.items())[:2]
+        diff = ", ".join(f"{k}: {getattr(a, k)!r} != {getattr(b, k)!r}"
+                         for k in (f.name for f in dataclasses.fields(SimConfig)) if getattr(a, k) != getattr(b, k))
+        raise ValueError(f"{pa} and {pb} were trained on different sims ({diff}); they cannot meet in one match")
+    return next(iter(found), SimConfig())
 
 
 def gym_env_of(agent: str) -> tuple[str, dict] | None:

@@ -151,3 +151,24 @@ def test_a_checkpoint_is_evaluated_reproducibly(tmp_path):
     argv = ["--agent", str(tmp_path / "run"), "--opponents", "shooter", "--episodes", "8", "--seed", "1"]
     first, second = main(argv), main(argv)
     assert first == second and first["matches"][0]["episodes"] == 8
+
+
+def _checkpoint_on(sim: SimConfig, directory):
+    from learner import ActionSpec, PPOConfig, PPOLearner
+    from learner.checkpoint import save_checkpoint
+    from sim.layout import ObsLayout
+
+    layout = ObsLayout.from_config(sim)
+    learner = PPOLearner(PPOConfig(hidden_sizes=(16,)), layout.size, ActionSpec.for_sim(sim),
+                         obs_layout=layout.metadata())
+    save_checkpoint(directory, learner, {"config": {"sim": sim.to_dict()}})
+    return str(directory)
+
+
+def test_a_checkpoint_is_judged_on_the_sim_it_was_trained_on(tmp_path):
+    reach = _checkpoint_on(SimConfig(obs_reach=True), tmp_path / "reach")
+    out = main(["--agent", reach, "--opponents", "straight", "--episodes", "2"])
+    assert out["matches"][0]["episodes"] == 2  # 84 observation floats, not the default's 81
+    plain = _checkpoint_on(SimConfig(), tmp_path / "plain")
+    with pytest.raises(ValueError, match=r"trained on different sims \(obs_reach: True != False\)"):
+        main(["--round-robin", f"{reach},{plain}", "--episodes", "2"])
