@@ -99,6 +99,38 @@ def bench_batched(
     }
 
 
+def profile_native(n: int, config: SimConfig, steps: int = 20) -> dict[str, float]:
+    """Where a native decision step's time goes, ms per decision (wall clock), from timing the
+    whole step, the kernel with and without its observation phase, on a sim in steady state."""
+    sim = BatchedSim(n, config=config, seed=0, backend="native")
+    sim.reset()
+    bank = _action_bank(n, torch.device("cpu"))
+    for i in range(100):  # into the steady state: missiles in flight, episodes ending
+        sim.step(bank[i % len(bank)])
+    kernel = sim._native
+    assert kernel is not None
+
+    def ms(fn: object) -> float:
+        start = time.perf_counter()
+        for i in range(steps):
+            fn(i)  # type: ignore[operator]
+        return (time.perf_counter() - start) / steps * 1e3
+
+    snapshot = sim.state.clone()
+    full = ms(lambda i: sim.step(bank[i % len(bank)]))
+    sim.state.copy_(snapshot)
+    with_obs = ms(lambda i: kernel.decision_step(sim._obs, sim._final_obs))
+    sim.state.copy_(snapshot)
+    kernel.writes_obs = False
+    try:
+        physics = ms(lambda i: kernel.decision_step(sim._obs, sim._final_obs))
+    finally:
+        kernel.writes_obs = True
+    return {"step": full, "physics_and_closing": physics, "observations": with_obs - physics,
+            "actions_resets_python": full - with_obs,
+            "active_slot_fraction": float(sim.state.m_active.float().mean())}
+
+
 def bench_reference_loop(min_time_s: float, config: SimConfig) -> dict[str, float]:
     """The scalar reference, one environment, in a plain Python loop."""
     rng = random.Random(0)
@@ -155,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="1 missile per fighter, 10 physics steps of 0.1 s per decision (the Warp kernel's work)")
     parser.add_argument("--threads", type=int, default=None,
                         help="intra-op threads for torch and the native kernel (default: torch's)")
+    parser.add_argument("--profile", action="store_true",
+                        help="also print where a native decision step's time goes (CPU, largest size)")
     parser.add_argument("--backend", choices=("all", "torch", "native"), default="all",
                         help="which rows to run (native: CPU only)")
     args = parser.parse_args(argv)
@@ -215,6 +249,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{n:>9} native/best torch = {rate['native'] / best_torch:.2f}x")
 
     top = max(sizes)
+    if args.profile and device.type == "cpu":
+        prof = profile_native(top, config)
+        print(f"\nnative decision step at N={top}, {threads} thread(s), ms per decision (steady state, "
+              f"{prof['active_slot_fraction']:.0%} of missile slots in flight):")
+        for key in ("step", "physics_and_closing", "observations", "actions_resets_python"):
+            print(f"  {key:<24} {prof[key]:8.2f} ms  ({prof[key] / prof['step']:.0%})")
     best_mode = max(modes, key=lambda m: results[(top, m)]["physics_env_steps_per_s"])
     best = results[(top, best_mode)]["physics_env_steps_per_s"]
     fields = {
