@@ -45,9 +45,12 @@ from sim.layout import (
 from sim.state import SimState
 
 SOURCE = Path(__file__).with_name("native") / "decision.cpp"
-CFLAGS = ("-O3", "-march=native", "-fopenmp-simd", "-fno-math-errno", "-ffp-contract=off")
-"""``-fno-math-errno`` lets sqrt vectorize without changing any result; no ``-ffast-math``
-and no contraction into FMA, so results do not depend on the compiler's choices."""
+CFLAGS = ("-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-ffp-contract=off")
+"""``-fopenmp``: PyTorch's ``at::parallel_for`` is an inline OpenMP loop in its headers (the
+library's libgomp is the one already loaded); ``-fno-math-errno`` lets sqrt vectorize without
+changing any result; no ``-ffast-math`` and no contraction into FMA, so results do not depend on
+the compiler's choices."""
+LDFLAGS = ("-fopenmp",)
 MAX_SLOTS = 16
 """Missile slots per side the kernel holds (``missiles_per_fighter`` above this: torch path)."""
 
@@ -78,7 +81,7 @@ def cache_dir() -> Path:
 
 def _build_tag() -> str:
     h = hashlib.sha256(SOURCE.read_bytes())
-    for part in (*CFLAGS, torch.__version__, sys.version, platform.machine(), os.environ.get("CXX", "")):
+    for part in (*CFLAGS, *LDFLAGS, torch.__version__, sys.version, platform.machine(), os.environ.get("CXX", "")):
         h.update(part.encode())
     return h.hexdigest()[:16]
 
@@ -116,7 +119,7 @@ def _load_library() -> None:
         build = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=target.parent))
         try:
             cpp_extension.load(
-                name=name, sources=[str(SOURCE)], extra_cflags=list(CFLAGS), build_directory=str(build),
+                name=name, sources=[str(SOURCE)], extra_cflags=list(CFLAGS), extra_ldflags=list(LDFLAGS), build_directory=str(build),
                 is_python_module=False, verbose=False,
             )
             os.replace(build / f"{name}.so", target)
