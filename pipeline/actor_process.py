@@ -285,6 +285,11 @@ class ProcessActor:
             self.opponent = league.make_opponent(self.num_envs, build_agent, self.device, seed,
                                                  select_on_device=False)
             self._sent = [None] * self.opponent.num_groups
+        if self.device.type == "cpu":
+            # Build the sim's native kernel (if it is not built yet) here, once, so that the
+            # actor processes only load it instead of all compiling it at the same time.
+            from sim import native
+            native.load()
         ctx = get_context("spawn")
         self._conn, child = ctx.Pipe()
         self.process = ctx.Process(

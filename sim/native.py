@@ -79,9 +79,21 @@ def cache_dir() -> Path:
     return Path(base) / "midrange_rl" / "native"
 
 
+def _cpu_features() -> str:
+    """The CPU's feature flags (``-march=native`` builds for exactly these), where the OS says."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                return line
+    except OSError:
+        pass
+    return platform.processor()
+
+
 def _build_tag() -> str:
     h = hashlib.sha256(SOURCE.read_bytes())
-    for part in (*CFLAGS, *LDFLAGS, torch.__version__, sys.version, platform.machine(), os.environ.get("CXX", "")):
+    for part in (*CFLAGS, *LDFLAGS, torch.__version__, sys.version, platform.machine(), _cpu_features(),
+                 os.environ.get("CXX", "")):
         h.update(part.encode())
     return h.hexdigest()[:16]
 
