@@ -12,6 +12,7 @@ chunks (compilation, capture), then chunks are timed until ``--seconds`` have pa
 
     python bench/actor.py                    # CPU: 1 actor x 64 envs x 16 steps, crank, shaped
     python bench/actor.py --device cuda --envs 8192 --rollout-len 32
+    python bench/actor.py --profile          # and where a decision step's time goes
 
 The last line is ``RESULT key=value ...``.
 """
@@ -36,10 +37,34 @@ from pipeline.ring import RolloutRing
 from rewards import make_reward
 from sim import ObsLayout, SimConfig
 
+PHASES = (("policy", "policy", "act"), ("opponent", "opponent", "act"), ("sim step", "sim", "step"),
+          ("reward", "reward", "compute"), ("statistics", "stats", "update_counts"),
+          ("bootstrap value", "policy", "get_value"))
+"""What ``--profile`` times inside a decision step: (label, actor attribute, method)."""
+
+
+def time_phases(actor: SimActor) -> dict[str, float]:
+    """Wrap the actor's parts so that each call adds its seconds to the returned dict."""
+    spent = {label: 0.0 for label, _, _ in PHASES}
+    for label, owner, method in PHASES:
+        obj = getattr(actor, owner)
+        inner = getattr(obj, method)
+
+        def timed(*args, _inner=inner, _label=label, **kwargs):
+            t = time.perf_counter()
+            try:
+                return _inner(*args, **kwargs)
+            finally:
+                spent[_label] += time.perf_counter() - t
+
+        object.__setattr__(obj, method, timed)
+    return spent
+
 
 def measure(mode: str, device: str, envs: int, rollout_len: int, opponent: str, reward: str,
-            seconds: float) -> tuple[float, float]:
-    """(setup seconds, agent-steps per second) of one actor in ``mode``."""
+            seconds: float, profile: bool = False) -> tuple[float, float]:
+    """(setup seconds, agent-steps per second) of one actor in ``mode``; with ``profile``
+    also prints where a decision step's time goes."""
     cfg = SimConfig()
     layout = ObsLayout.from_config(cfg)
     torch.manual_seed(0)
@@ -69,6 +94,7 @@ def measure(mode: str, device: str, envs: int, rollout_len: int, opponent: str, 
     chunk()
     chunk()
     setup = time.perf_counter() - start
+    spent = time_phases(actor) if profile else {}
     chunks = 0
     t0 = time.perf_counter()
     while True:
@@ -77,6 +103,12 @@ def measure(mode: str, device: str, envs: int, rollout_len: int, opponent: str, 
         elapsed = time.perf_counter() - t0
         if elapsed >= seconds:
             break
+    if profile:
+        steps = chunks * rollout_len
+        spent["ring hand-off, slot writes, checks, Python"] = elapsed - sum(spent.values())
+        print(f"  where a decision step's time goes ({mode}, {envs} envs, {1e3 * elapsed / steps:.3f} ms a step):")
+        for label, t in spent.items():
+            print(f"    {label:<44} {1e3 * t / steps:7.3f} ms  {t / elapsed:6.1%}")
     return setup, chunks * rollout_len * envs / elapsed
 
 
@@ -91,6 +123,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seconds", type=float, default=10.0, help="timed seconds per mode")
     p.add_argument("--quick", action="store_true", help="2 timed seconds per mode")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads on the CPU")
+    p.add_argument("--profile", action="store_true",
+                   help="also time the parts of a decision step (policy, opponent, sim, reward, ...)")
     args = p.parse_args(argv)
     if args.quick:
         args.seconds = 2.0
@@ -104,7 +138,7 @@ def main(argv: list[str] | None = None) -> None:
           f"{args.opponent}, reward {args.reward}" + ("" if cuda else f", {args.threads} thread(s)"))
     for mode in modes:
         setup, rate = measure(mode, device, args.envs, args.rollout_len, args.opponent, args.reward,
-                              args.seconds)
+                              args.seconds, args.profile)
         rates[mode] = rate
         print(f"{mode:>9}: setup {setup:6.1f}s, {rate:>12,.0f} agent-steps/s, "
               f"{rate / rates['eager']:.2f}x eager", flush=True)

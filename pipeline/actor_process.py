@@ -55,6 +55,7 @@ from pipeline.league import POLICY, League
 from pipeline.plugins import make_agent, make_reward
 from pipeline.ring import RingSlot, RolloutRing
 from pipeline.weights import WeightPublisher
+from rewards.base import BaseReward
 from sim import ObsLayout
 
 START_TIMEOUT_S = 180.0
@@ -120,6 +121,20 @@ def make_sim_actor(cfg: PipelineConfig, layout: ObsLayout, device: torch.device,
     """A sim actor of this run's config around ``policy`` (its replica): opponent (a league's
     grouped opponent when ``league`` is given) and reward built from their specs. Used in the
     main process and in actor processes (``pipeline.actor_process``)."""
+    opponent, reward = make_opponent_and_reward(cfg, layout, device, seed, league, cuda_graph)
+    return SimActor(
+        actor_id, cfg.sim, cfg.actors.envs_per_actor, cfg.actors.rollout_len, policy, opponent, reward,
+        device=device, seed=seed, learning_side=cfg.actors.learning_side,
+        cuda_graph=cuda_graph, compile_sim=cfg.run.compile_sim, stream=stream,
+    )
+
+
+def make_opponent_and_reward(cfg: PipelineConfig, layout: ObsLayout, device: torch.device, seed: int,
+                             league: League | None, select_on_device: bool = False
+                             ) -> tuple[BaseAgent, BaseReward]:
+    """An actor's opponent and reward from their specs; whatever goes wrong is a one-line
+    ``ConfigError`` (the main process also calls it once before starting actor processes, so
+    a bad spec is refused at the boundary, not in a child)."""
     B = cfg.actors.envs_per_actor
 
     def build_agent(spec: str, num_envs: int, agent_seed: int) -> BaseAgent:
@@ -129,7 +144,7 @@ def make_sim_actor(cfg: PipelineConfig, layout: ObsLayout, device: torch.device,
     try:
         if league is not None:
             opponent: BaseAgent = league.make_opponent(B, build_agent, device, seed,
-                                                       select_on_device=cuda_graph)
+                                                       select_on_device=select_on_device)
         else:
             opponent = build_agent(cfg.actors.opponent, B, seed)
         reward = make_reward(cfg.actors.reward, device, layout, cfg.sim)
@@ -138,11 +153,7 @@ def make_sim_actor(cfg: PipelineConfig, layout: ObsLayout, device: torch.device,
     except Exception as exc:  # a plug-in's constructor: its error, in one line
         raise ConfigError(f"building the opponent {cfg.actors.opponent!r} or the reward "
                           f"{cfg.actors.reward!r} raised {type(exc).__name__}: {exc}") from None
-    return SimActor(
-        actor_id, cfg.sim, B, cfg.actors.rollout_len, policy, opponent, reward,
-        device=device, seed=seed, learning_side=cfg.actors.learning_side,
-        cuda_graph=cuda_graph, compile_sim=cfg.run.compile_sim, stream=stream,
-    )
+    return opponent, reward
 
 
 def actor_process_main(config: PipelineConfig, actor_id: int, seed: int, blocks: list[torch.Tensor],

@@ -131,8 +131,11 @@ class ActorsConfig:
     process (``off``). On a CPU host the processes do not share the learner's GIL
     (``pipeline.actor_process``); on CUDA the actors and the learner of a device stay in one
     process (streams overlap only there), and Gymnasium actors stay threads (their envs
-    already step in worker processes). ``auto``: off (threads) until processes measure faster
-    on a CPU (``bench/RESULTS.md``); the resolved value is what ``config.toml`` holds."""
+    already step in worker processes). ``auto`` (kept as such in ``config.toml``, so the file
+    moves between devices): processes for the sim's actors on a CPU in async mode, where they
+    measure faster (``bench/RESULTS.md``); threads on CUDA, for Gymnasium envs, in ``--sync``
+    (nothing overlaps; a process only adds its hand-over) and under ``--profile`` (the profiler
+    traces one process). :attr:`PipelineConfig.actor_processes` is the decision."""
 
 
 @dataclass(frozen=True)
@@ -217,6 +220,14 @@ class PipelineConfig:
     def samples_per_chunk(self) -> int:
         """Agent-steps in one ring slot (rollout_len × envs_per_actor)."""
         return self.actors.rollout_len * self.actors.envs_per_actor
+
+    @property
+    def actor_processes(self) -> bool:
+        """Whether the actors run in processes of their own (``actors.processes`` decided)."""
+        if self.actors.processes != "auto":
+            return self.actors.processes == "on"
+        return (self.actors.env == "midrange" and not _device_is_cuda(self.run.device) and not self.run.sync
+                and self.run.profile == 0 and self.ring.placement in ("auto", "shared"))
 
     @property
     def samples_per_batch(self) -> int:
@@ -391,10 +402,6 @@ def resolve(data: dict[str, Any], device: str | None = None) -> PipelineConfig:
                                    "num_minibatches": 4, "learning_rate": 2.5e-4}
         for key, value in gym_ppo.items():
             t["ppo"].setdefault(key, value)
-    if t["actors"].get("processes", "auto") == "auto":
-        # Threads until actor processes measure faster on a CPU (bench/pipeline.py
-        # --actor-processes both; bench/RESULTS.md): on CUDA and for Gymnasium envs always.
-        t["actors"]["processes"] = "off"
     for section, key, value in (
         ("run", "total_steps", 2_000_000_000 if cuda else 600_000),
         ("run", "compile_sim", cuda),

@@ -61,6 +61,10 @@ class RunResult:
     """(agent-steps, seconds, return) of every finished episode of a Gymnasium env."""
     cuda_graph_actors: int = 0
     """Actors that replayed a captured CUDA graph for their decision step (at the start)."""
+    actor_busy_s: float = 0.0
+    """Seconds in which at least one actor was writing a chunk."""
+    learner_busy_s: float = 0.0
+    """Seconds the learner spent in its updates."""
 
 
 def make_logger(run_dir: Path) -> logging.Logger:
@@ -186,7 +190,7 @@ def _train(config: PipelineConfig, parts: RunParts, metrics: Metrics, display: D
         display.message(step_description(config, parts, graph_actors))
     display.message(
         f"run {run_dir} · {mode} · {config.run.device} · {config.actors.count} actor "
-        f"{'processes' if config.actors.processes == 'on' else 'threads'} × "
+        f"{'processes' if config.actor_processes else 'threads'} × "
         f"{config.actors.envs_per_actor} envs × {config.actors.rollout_len} steps · ring "
         f"{config.ring.slots} slots ({parts.ring.placement}) · "
         + (f"opponent {config.actors.opponent} · reward {config.actors.reward}" if is_sim(config.actors.env)
@@ -323,12 +327,13 @@ def _summarize(config: PipelineConfig, the_run: Run, progress: RunProgress, disp
         log.error("final checkpoint not written: %s", exc)
         exit_code = exit_code or 1
     stopped = bool(the_run.stop_reason) or bool(error)
+    actor_busy, learner_busy, both = progress.overlap()
     result = RunResult(
         exit_code=exit_code, run_dir=progress.run_dir, checkpoint=ckpt,
         agent_steps=progress.agent_steps, updates=progress.updates, wall_s=wall,
         ring=parts.ring.stats(), win_history=progress.win_history, failures=progress.failures,
         stop_reason=error or the_run.stop_reason, cuda_graph_actors=graph_actors,
-        episode_returns=progress.episode_returns,
+        episode_returns=progress.episode_returns, actor_busy_s=actor_busy, learner_busy_s=learner_busy,
     )
     s = result.ring
     lines = [
@@ -340,7 +345,6 @@ def _summarize(config: PipelineConfig, the_run: Run, progress: RunProgress, disp
         f"actor waits {s.write_wait_s:.2f}s, learner waits {s.read_wait_s:.2f}s",
         f"checkpoint: {ckpt or 'none written'}",
     ]
-    actor_busy, learner_busy, both = progress.overlap()
     if wall > 0:
         if not progress.profiled:  # a --profile trace measured it better
             progress.metrics.set_overlap_ratio(min(both / wall, 1.0))

@@ -18,7 +18,7 @@ from actors.actor import SimActor
 from actors.gym_actor import GymActor
 from core.schema import RolloutSpec
 from learner import ActionSpec, ActorCritic, PPOLearner
-from pipeline.actor_process import ProcessActor, make_sim_actor
+from pipeline.actor_process import ProcessActor, make_opponent_and_reward, make_sim_actor
 from pipeline.config import LEAGUE, ConfigError, PipelineConfig
 from pipeline.envs import EnvFactory, is_sim, make_vector_env, probe
 from pipeline.league import League
@@ -80,7 +80,7 @@ class RunParts:
             gym_actor.sync_weights(self.publisher)
             return gym_actor
         assert self.layout is not None
-        if cfg.actors.processes == "on":
+        if cfg.actor_processes:
             return ProcessActor(actor_id, cfg, seed, self.ring, self.publisher, self.stop_flag,
                                 self.league, self.layout)
         cuda_graph = cfg.run.cuda_graph and self.device.type == "cuda"
@@ -177,7 +177,7 @@ def build(config: PipelineConfig, metrics: Any = None, run_dir: Path | None = No
         obs_dim = spaces.obs_dim
         obs_meta = {"env": config.actors.env, "size": obs_dim}
     learner = PPOLearner(config.ppo, obs_dim, action_spec, device=device, obs_layout=obs_meta)
-    processes = config.actors.processes == "on"
+    processes = config.actor_processes
     # Actor processes read the weights from shared memory (a seqlock guards each publication).
     publisher = WeightPublisher(learner.policy, share=processes)
     spec = rollout_spec(config, obs_dim, action_spec.dim,
@@ -194,6 +194,9 @@ def build(config: PipelineConfig, metrics: Any = None, run_dir: Path | None = No
         league_dir = (run_dir if run_dir is not None else Path("runs")) / "league"
         parts.league = League(config.league, league_dir, config.run.seed, parts.replica)
     publisher.publish(learner.policy, learner.policy_version)
+    if processes and layout is not None and parts.league is None:
+        # Refuse a bad opponent or reward here, in one line, rather than in every child.
+        make_opponent_and_reward(config, layout, device, config.run.seed, None)
     try:
         for i in range(config.actors.count):
             parts.actors.append(parts.build_actor(i))  # appended one by one: close() finds them

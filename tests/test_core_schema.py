@@ -18,7 +18,7 @@ from pipeline.launch import run
 from pipeline.loops import BatchIntake
 from pipeline.parts import build
 
-ARGV = ["--actors", "2", "--envs-per-actor", "8", "--rollout-len", "4", "--opponent", "random",
+ARGV = ["--actor-processes", "off", "--actors", "2", "--envs-per-actor", "8", "--rollout-len", "4", "--opponent", "random",
         "--reward", "outcome", "--device", "cpu", "--display", "none", "--metrics-port", "-1",
         "--set", "run.eval_episodes=0", "--set", "ppo.hidden_sizes=[8]", "--set", "ppo.update_epochs=1"]
 

@@ -74,7 +74,7 @@ def fail_actor_0(monkeypatch, at_chunk: int, times: int) -> None:
 
 def test_actor_crash_is_recovered(tmp_path, monkeypatch):
     fail_actor_0(monkeypatch, at_chunk=1, times=1)
-    config = small_config(tmp_path)
+    config = small_config(tmp_path, "--actor-processes", "off")  # the fault is injected in-process
     result = run(config)
     assert result.exit_code == 0 and result.failures == 1
     s = result.ring
@@ -90,7 +90,7 @@ def test_actor_crash_is_recovered(tmp_path, monkeypatch):
 def test_repeated_actor_failures_stop_the_run(tmp_path, capsys, monkeypatch):
     fail_actor_0(monkeypatch, at_chunk=0, times=10)
     argv = [
-        "--actors", "1", "--envs-per-actor", "4", "--rollout-len", "4", "--total-steps", "160",
+        "--actor-processes", "off", "--actors", "1", "--envs-per-actor", "4", "--rollout-len", "4", "--total-steps", "160",
         "--opponent", "straight", "--reward", "outcome", "--device", "cpu", "--display", "plain",
         "--run-dir", str(tmp_path / "run"), "--set", "run.max_actor_failures=2",
         "--set", "ppo.hidden_sizes=[8]",

@@ -39,7 +39,8 @@ class Recorder:
 
 
 def parts_for(tmp_path, *extra: str) -> RunParts:
-    argv = ["--actors", "2", "--envs-per-actor", "4", "--rollout-len", "4", "--opponent", "straight",
+    """The parts of a small run, actors as threads (these tests drive them in-process)."""
+    argv = ["--actor-processes", "off", "--actors", "2", "--envs-per-actor", "4", "--rollout-len", "4", "--opponent", "straight",
             "--reward", "outcome", "--device", "cpu", "--total-steps", "64", "--display", "none",
             "--run-dir", str(tmp_path), "--set", "ppo.hidden_sizes=[8]", "--set", "ppo.update_epochs=1",
             *extra]
