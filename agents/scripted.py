@@ -8,6 +8,7 @@ They form a ladder for evaluation: ``straight`` < ``pursuit`` < ``shooter`` < ``
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -52,6 +53,15 @@ class ScriptedAgent(BaseAgent):
         self.layout = layout
         self.sim_config = sim_config if sim_config is not None else SimConfig()
         self._tables: MissileTables | None = None
+        self._compiled: Callable[[torch.Tensor], torch.Tensor] | None = None
+
+    def compile(self) -> ScriptedAgent:
+        """Fuse the decision (:meth:`commands` and the encoding) with ``torch.compile``: the
+        same actions (tests/test_agents.py), in one kernel instead of a chain of small ops
+        (crank at 64 environments on one CPU core: 1.05 ms → 0.04 ms a call, after about 8 s
+        of compiling, cached on disk by PyTorch for later runs). Returns self."""
+        self._compiled = torch.compile(self._decide, dynamic=False)
+        return self
 
     def tables(self) -> MissileTables:
         """The missile tables for this agent's sim config, float32 on its device (built lazily)."""
@@ -66,6 +76,10 @@ class ScriptedAgent(BaseAgent):
     def act(self, obs: torch.Tensor) -> torch.Tensor:
         """Actions ``[N, 3]`` for observations ``[N, D]``."""
         self._check_obs(obs, self.layout.size)
+        self.tables()  # built outside any compiled code
+        return (self._compiled or self._decide)(obs)
+
+    def _decide(self, obs: torch.Tensor) -> torch.Tensor:
         rudder, throttle, fire = self.commands(obs)
         return self.encode(rudder, throttle, fire)
 

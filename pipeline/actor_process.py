@@ -48,6 +48,7 @@ from actors.actor import ChunkInterrupted, ContractViolation, SimActor
 from agents.base import BaseAgent
 from agents.league import GroupedOpponent
 from agents.policy import PolicyAgent
+from agents.scripted import ScriptedAgent
 from core.schema import Rollout
 from learner import ActionSpec, ActorCritic
 from pipeline.config import ConfigError, PipelineConfig
@@ -138,8 +139,11 @@ def make_opponent_and_reward(cfg: PipelineConfig, layout: ObsLayout, device: tor
     B = cfg.actors.envs_per_actor
 
     def build_agent(spec: str, num_envs: int, agent_seed: int) -> BaseAgent:
-        return make_agent(spec, num_envs, layout, device, seed=agent_seed,
-                          action_mode=cfg.sim.action_mode, sim_config=cfg.sim).eval()
+        agent = make_agent(spec, num_envs, layout, device, seed=agent_seed,
+                           action_mode=cfg.sim.action_mode, sim_config=cfg.sim).eval()
+        if cfg.run.compile_agents and isinstance(agent, ScriptedAgent):
+            agent.compile()
+        return agent
 
     try:
         if league is not None:
