@@ -13,6 +13,7 @@ chunks (compilation, capture), then chunks are timed until ``--seconds`` have pa
     python bench/actor.py                    # CPU: 1 actor x 64 envs x 16 steps, crank, shaped
     python bench/actor.py --device cuda --envs 8192 --rollout-len 32
     python bench/actor.py --profile          # and where a decision step's time goes
+    python bench/actor.py --profile --compile-agents   # the opponent compiled, as the pipeline runs it
 
 The last line is ``RESULT key=value ...``.
 """
@@ -29,6 +30,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from actors.actor import SimActor
+from agents.scripted import ScriptedAgent
 from core.schema import RolloutSpec
 from learner import ActionSpec, ActorCritic, PPOConfig
 from pipeline.config import pick_device
@@ -62,7 +64,7 @@ def time_phases(actor: SimActor) -> dict[str, float]:
 
 
 def measure(mode: str, device: str, envs: int, rollout_len: int, opponent: str, reward: str,
-            seconds: float, profile: bool = False) -> tuple[float, float]:
+            seconds: float, profile: bool = False, compile_agents: bool = False) -> tuple[float, float]:
     """(setup seconds, agent-steps per second) of one actor in ``mode``; with ``profile``
     also prints where a decision step's time goes."""
     cfg = SimConfig()
@@ -72,8 +74,11 @@ def measure(mode: str, device: str, envs: int, rollout_len: int, opponent: str, 
     # The network the pipeline's actors carry on this device (64x64 on the CPU, 256x256 else).
     hidden = (64, 64) if device == "cpu" else PPOConfig().hidden_sizes
     policy = ActorCritic(layout.size, ActionSpec.for_sim(cfg), hidden).to(device).eval()
+    agent = make_agent(opponent, envs, layout, device, sim_config=cfg)
+    if compile_agents and isinstance(agent, ScriptedAgent):
+        agent.compile()  # as pipeline.launch does on the CPU (run.compile_agents)
     actor = SimActor(
-        0, cfg, envs, rollout_len, policy, make_agent(opponent, envs, layout, device, sim_config=cfg),
+        0, cfg, envs, rollout_len, policy, agent,
         make_reward(reward, device, layout=layout), device=device, seed=1,
         compile_sim=mode != "eager", cuda_graph=mode == "graph",
     )
@@ -123,6 +128,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seconds", type=float, default=10.0, help="timed seconds per mode")
     p.add_argument("--quick", action="store_true", help="2 timed seconds per mode")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads on the CPU")
+    p.add_argument("--compile-agents", action="store_true",
+                   help="compile a scripted opponent's decision, as CPU runs of the pipeline do")
     p.add_argument("--profile", action="store_true",
                    help="also time the parts of a decision step (policy, opponent, sim, reward, ...)")
     args = p.parse_args(argv)
@@ -138,7 +145,7 @@ def main(argv: list[str] | None = None) -> None:
           f"{args.opponent}, reward {args.reward}" + ("" if cuda else f", {args.threads} thread(s)"))
     for mode in modes:
         setup, rate = measure(mode, device, args.envs, args.rollout_len, args.opponent, args.reward,
-                              args.seconds, args.profile)
+                              args.seconds, args.profile, args.compile_agents)
         rates[mode] = rate
         print(f"{mode:>9}: setup {setup:6.1f}s, {rate:>12,.0f} agent-steps/s, "
               f"{rate / rates['eager']:.2f}x eager", flush=True)
