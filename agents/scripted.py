@@ -76,8 +76,10 @@ class ScriptedAgent(BaseAgent):
     def act(self, obs: torch.Tensor) -> torch.Tensor:
         """Actions ``[N, 3]`` for observations ``[N, D]``."""
         self._check_obs(obs, self.layout.size)
-        self.tables()  # built outside any compiled code
-        return (self._compiled or self._decide)(obs)
+        if self._compiled is None:
+            return self._decide(obs)
+        self.tables()  # built outside the compiled code (they are checked on the host)
+        return self._compiled(obs)
 
     def _decide(self, obs: torch.Tensor) -> torch.Tensor:
         rudder, throttle, fire = self.commands(obs)

@@ -306,12 +306,7 @@ class BatchedSim:
             self._observe_into(s, cfg, self._obs, fresh=done, previous=self._final_obs)
         else:
             self._obs.copy_(self._final_obs)
-            idx = done.nonzero().squeeze(-1)
-            if idx.numel():
-                s.episode_index[idx] += 1
-                self._write_initial(None, idx)
-                # Only the few environments that ended need new observations.
-                self._obs[idx] = self._observe_eager(s.select(idx), cfg)
+            self._start_ended(done)
         if self.observer is not None:
             self.observer.episodes_started(s, done)
         return self._result
@@ -329,17 +324,23 @@ class BatchedSim:
             self.observer.decision_end(s, self._acc)
         self._episode_steps.copy_(s.decision_steps)
         done = self._acc.done
+        self._start_ended(done)
+        if self.observer is not None:
+            self.observer.episodes_started(s, done)
+        return self._result
+
+    def _start_ended(self, done: torch.Tensor) -> None:
+        """The environments that ended start their next episode, found on the host (the
+        CPU's way: only those few get new initial conditions and observations)."""
+        s = self.state
         idx = done.nonzero().squeeze(-1)
         if idx.numel():
             s.episode_index[idx] += 1
             self._write_initial(None, idx)
-            if native.writes_obs:
-                native.observe(idx, self._obs)
+            if self._native is not None and self._native.writes_obs:
+                self._native.observe(idx, self._obs)
             else:
-                self._obs[idx] = self._observe_eager(s.select(idx), cfg)
-        if self.observer is not None:
-            self.observer.episodes_started(s, done)
-        return self._result
+                self._obs[idx] = self._observe_eager(s.select(idx), self.config)
 
     def check_errors(self) -> None:
         """Raise any deferred action error (CUDA: one host read; call at chunk boundaries)."""
