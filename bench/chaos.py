@@ -49,11 +49,7 @@ def launch(run_dir: Path, budget: int, resume: bool) -> subprocess.Popen[bytes]:
                 "--device", "cpu", "--run-dir", str(run_dir), "--display", "none",
                 "--metrics-port", "-1", "--set", "run.eval_episodes=0",
                 "--set", "run.checkpoint_interval_s=0.05", "--set", "ppo.hidden_sizes=[16, 16]",
-                "--set", "ppo.update_epochs=1",
-                # What is measured is what kills and resumes lose: no chunk may be dropped as
-                # stale (a policy-lag drop is counted, but not trained on, so it would read as
-                # a loss here; actor processes run further ahead of the learner than threads).
-                "--set", "intake.max_policy_lag=1000000"]
+                "--set", "ppo.update_epochs=1"]
     return subprocess.Popen([sys.executable, "-m", "pipeline.launch", *args], cwd=REPO, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 

@@ -93,24 +93,77 @@ class RunHooks(Protocol):
 
 
 class Budget:
-    """The run's chunks: claimed by an actor before it writes one, given back if it fails."""
+    """The run's chunks, counted so the learner trains on all of them.
+
+    An actor claims a chunk before it writes one and gives the claim back if it fails. A chunk
+    the learner drops as too stale is given back as well (:meth:`give_back`), and an actor
+    writes a fresh one in its place, so a run trains its whole budget however many chunks
+    policy lag cost it. Actors therefore stay until the budget is trained (:meth:`claim` waits
+    while every chunk is claimed but not all are trained), and the learner trains a short last
+    batch once every chunk is committed and none is left READY (:meth:`all_committed`).
+    Everything here runs on the event loop's thread.
+    """
 
     def __init__(self, total_chunks: int):
         self.total_chunks = total_chunks
         self.claimed = 0
         self.committed = 0
+        """Chunks committed READY and not given back (trained, held or waiting in the ring)."""
+        self.trained = 0
+        self.given_back = 0
+        """Stale chunks given back and written again."""
         self.stopped = False
+        self._waiters: list[asyncio.Future[None]] = []
 
-    def claim(self) -> bool:
-        """Reserve one chunk (False when the budget is spent or the run stops)."""
-        if self.stopped or self.claimed >= self.total_chunks:
-            return False
-        self.claimed += 1
-        return True
+    async def claim(self) -> bool:
+        """Reserve one chunk; False once the budget is trained or the run stops. While every
+        chunk is claimed but some are not yet trained, wait: one may be given back."""
+        while not self.stopped:
+            if self.claimed < self.total_chunks:
+                self.claimed += 1
+                return True
+            if self.trained >= self.total_chunks:
+                return False
+            fut = asyncio.get_running_loop().create_future()
+            self._waiters.append(fut)
+            await fut
+        return False
 
     def unclaim(self) -> None:
         """Give back a reserved chunk that was not produced."""
         self.claimed -= 1
+        self._wake()
+
+    def commit(self) -> None:
+        """A claimed chunk was committed READY."""
+        self.committed += 1
+
+    def give_back(self) -> None:
+        """A committed chunk was dropped unread (too stale): an actor writes it again."""
+        self.claimed -= 1
+        self.committed -= 1
+        self.given_back += 1
+        self._wake()
+
+    def add_trained(self, chunks: int) -> None:
+        """The learner trained on ``chunks`` chunks."""
+        self.trained += chunks
+        self._wake()
+
+    def all_committed(self) -> bool:
+        """Every chunk of the budget is committed: no more will come unless one is given back."""
+        return self.committed >= self.total_chunks
+
+    def stop(self) -> None:
+        """No more claims; waiting actors return."""
+        self.stopped = True
+        self._wake()
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
 
 
 class Scheduler:
@@ -185,7 +238,7 @@ class Run:
     def request_stop(self, reason: str) -> None:
         """Stop producing; waiting actors and the learner are woken through the ring."""
         if not self.budget.stopped:
-            self.budget.stopped = True
+            self.budget.stop()
             self.stop_reason = reason
             self.parts.ring.close()
 
@@ -194,7 +247,7 @@ class Run:
 async def actor_loop(run: Run, actor_id: int) -> None:
     """One actor: claim → slot → pull weights and roll out → commit, until the budget is spent."""
     ring = run.parts.ring
-    while run.budget.claim():
+    while await run.budget.claim():
         start = time.perf_counter()
         try:
             slot = await ring.acquire_write_async(actor_id)  # waits while the ring is full
@@ -212,7 +265,7 @@ async def actor_loop(run: Run, actor_id: int) -> None:
             await run.sched.written(slot)
             outcome = chunk_outcome(actor, wait_s)  # host reads: at the chunk boundary only
             ring.commit(slot, actor.policy_version)
-            run.budget.committed += 1
+            run.budget.commit()
             run.hooks.on_chunk(outcome)
         except ChunkInterrupted:
             ring.abort(slot)  # the run is stopping: the half-written chunk is dropped, counted
@@ -226,8 +279,9 @@ async def actor_loop(run: Run, actor_id: int) -> None:
 
 async def learner_loop(run: Run) -> None:
     """The learner: collect → update → release → publish, until the ring is drained or stopped."""
-    while slots := await run.intake.collect():
+    while slots := await run.intake.collect(run.budget):
         await run.sched.run("learner", train_on, run, slots)
+        run.budget.add_trained(len(slots))
         await run.sched.turn()
 
 
@@ -381,18 +435,25 @@ class BatchIntake:
         """Versions between the learner and the policy that wrote ``slot``."""
         return self.learner.policy_version - slot.policy_version
 
-    async def collect(self) -> list[RingSlot]:
-        """Await ``slots_per_batch`` fresh slots; fewer (possibly none) once production ended
-        and the ring is drained; none when the run stops (held slots then count as dropped)."""
+    async def collect(self, budget: Budget | None = None) -> list[RingSlot]:
+        """Await ``slots_per_batch`` fresh slots; fewer once no more can come (every chunk of
+        ``budget`` committed and none READY, or production ended and the ring drained); none
+        when the run stops (held slots then count as dropped). A stale slot is dropped and
+        given back to ``budget``, which has it written again."""
         start = time.perf_counter()
         try:
             while len(self.held) < self.slots_per_batch:
+                if (self.held and budget is not None and budget.all_committed()
+                        and self.ring.ready_count() == 0):
+                    break  # the budget's last chunks: train on what is held
                 got = await self.ring.acquire_read_async(1)
                 if not got:
                     break  # drained: train on what is held
                 if self.lag_of(got[0]) > self.max_lag:
                     self.ring.drop(got)
                     self.metrics.add_dropped_chunks(1, "stale")
+                    if budget is not None:
+                        budget.give_back()
                 else:
                     self.held.append(got[0])
         except RingClosed:

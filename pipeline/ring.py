@@ -324,6 +324,11 @@ class RolloutRing:
                 fut = self._register_locked()
             await fut
 
+    def ready_count(self) -> int:
+        """READY slots now."""
+        with self._lock:
+            return len(self._ready)
+
     def release(self, slots: RingSlot | list[RingSlot]) -> None:
         """READING → FREE after the learner consumed the chunk(s)."""
         self._end_read(slots, dropped=False)

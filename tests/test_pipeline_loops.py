@@ -10,7 +10,16 @@ import torch
 from monitoring import Metrics
 from pipeline.cli import parse_config
 from pipeline.config import resolve
-from pipeline.loops import BatchIntake, Budget, ChunkOutcome, Run, Scheduler, UpdateReport, train_on
+from pipeline.loops import (
+    BatchIntake,
+    Budget,
+    ChunkOutcome,
+    Run,
+    Scheduler,
+    UpdateReport,
+    drive,
+    train_on,
+)
 from pipeline.parts import RunParts, build
 
 
@@ -135,3 +144,33 @@ def test_ended_production_drains_in_short_batches_then_ends(tmp_path):
 
     assert asyncio.run(main()) == [[only, writing]]
     assert parts.ring.stats().consumed_chunks == 2
+
+
+def test_stale_chunks_are_written_again_so_the_whole_budget_is_trained(tmp_path):
+    # Lag 0 with two actors taking turns: the second chunk of each pair is a version behind
+    # once the learner has trained on the first, so it is dropped and an actor writes it again.
+    parts = parts_for(tmp_path, "--max-policy-lag", "0", "--slots-per-batch", "1")
+    hooks = Recorder()
+    budget = Budget(6)
+    run = Run(parts, BatchIntake(parts, Metrics()), budget, Scheduler(hooks, True, 1), hooks)
+    asyncio.run(drive(run, lambda: None, 60.0))
+    s = parts.ring.stats()
+    assert s.stale_chunks >= 1 and budget.given_back == s.stale_chunks
+    assert s.consumed_chunks == budget.trained == 6  # nothing short of the budget
+    assert sum(r.samples for r in hooks.updates) == 6 * parts.ring.spec.samples
+    assert s.produced_chunks == s.consumed_chunks + s.stale_chunks and s.in_flight_samples == 0
+    assert all(lag == 0 for r in hooks.updates for lag in r.lags)
+
+
+def test_a_waiting_actor_returns_when_the_run_stops():
+    budget = Budget(1)
+
+    async def main() -> bool:
+        assert await budget.claim()
+        waiting = asyncio.create_task(budget.claim())  # all claimed, none trained: it waits
+        await asyncio.sleep(0.01)
+        assert not waiting.done()
+        budget.stop()
+        return await waiting
+
+    assert asyncio.run(main()) is False
