@@ -22,6 +22,7 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
+from actors.compiled_step import CompiledStep, register_sim, result_tensors, sim_step
 from actors.cuda_graph import CapturedStep
 from actors.stats import EpisodeStats
 from agents.base import check_agent_actions, seeded_generator
@@ -116,6 +117,8 @@ class SimActor:
         seed: the sim's scenario seed (distinct per actor and restart).
         learning_side: 0 (red) or 1 (blue).
         cuda_graph: capture the decision step as a CUDA graph (CUDA only).
+        compile_step: compile the whole decision step as one function with ``torch.compile``
+            (CPU only; :mod:`actors.compiled_step`). The same samples as the eager step.
         compile_sim: compile the sim step with ``torch.compile``.
         sync_free: never read device data on the host inside a chunk (sync-free sim steps,
             bootstrap values computed every step). Default: on for accelerators, off on the
@@ -140,12 +143,17 @@ class SimActor:
         seed: int = 0,
         learning_side: int = 0,
         cuda_graph: bool = False,
+        compile_step: bool = False,
         compile_sim: bool = False,
         sync_free: bool | None = None,
         stream: torch.cuda.Stream | None = None,
     ):
         if cuda_graph and sync_free is False:
             raise ValueError("cuda_graph needs sync_free (a captured step cannot read device data)")
+        if compile_step and canonical_device(device).type != "cpu":
+            raise ValueError("compile_step is the CPU's compiled decision step; on CUDA use cuda_graph")
+        if compile_step and not hasattr(policy, "draw_noise"):
+            raise ValueError(f"compile_step needs a policy with draw_noise(), not {type(policy).__name__}")
         if learning_side not in (0, 1):
             raise ValueError(f"learning_side must be 0 or 1, got {learning_side!r}")
         if isinstance(rollout_len, bool) or not isinstance(rollout_len, int) or rollout_len < 1:
@@ -200,6 +208,17 @@ class SimActor:
                 self.graph_error = f"{type(exc).__name__}: {exc}"
                 warnings.warn(f"actor {actor_id}: CUDA graph capture failed, stepping eagerly: "
                               f"{self.graph_error}", RuntimeWarning, stacklevel=2)
+        self._compiled: CompiledStep | None = None
+        self._sim_handle = -1
+        if compile_step:
+            opponent.prepare()
+            self._sim_handle = register_sim(self.sim)
+            self._sim_outputs = result_tensors(self.sim)
+            static = StepTargets(self.spec.allocate_step(self.device),
+                                 torch.zeros(num_envs, dtype=torch.bool, device=self.device),
+                                 torch.zeros(num_envs, dtype=torch.int64, device=self.device))
+            self._compiled = CompiledStep(self.step_into, static,
+                                          lambda: policy.draw_noise(num_envs, self.rng))  # type: ignore[attr-defined]
         self._staging: Rollout | None = None
 
     # ------------------------------------------------------------------ properties
@@ -220,6 +239,11 @@ class SimActor:
         return own + list(self.opponent.generators()) + list(getattr(self.reward, "generators", list)())
 
     @property
+    def uses_compiled_step(self) -> bool:
+        """Whether decision steps run the compiled function (CPU)."""
+        return self._compiled is not None
+
+    @property
     def uses_cuda_graph(self) -> bool:
         """Whether chunks replay a captured CUDA graph."""
         return self._graph is not None
@@ -236,15 +260,19 @@ class SimActor:
         return self.policy_version
 
     # ------------------------------------------------------------------ rollout
-    def step_into(self, targets: StepTargets) -> None:
-        """One decision step for every environment, its outputs written to ``targets``.
+    def step_into(self, targets: StepTargets, noise: torch.Tensor | None = None) -> None:
+        """One decision step for every environment, its outputs written to ``targets``; the
+        policy samples with ``noise`` if given (the compiled step), else from :attr:`rng`.
 
         Static shapes and masks only (capturable); on the eager CPU path the bootstrap value
         is computed only when some episode was truncated, since a host read costs nothing there.
         """
         side = self.side
         own = self._obs[:, side]
-        actions, log_probs, values = self.policy.act(own, generator=self.rng)
+        if noise is None:
+            actions, log_probs, values = self.policy.act(own, generator=self.rng)
+        else:
+            actions, log_probs, values = self.policy.act(own, noise=noise)  # type: ignore[call-arg]
         opponent_actions = self.opponent.act(self._obs[:, 1 - side])
         try:
             bad_opponent = check_agent_actions(opponent_actions, self.num_envs, self.action_mode,
@@ -253,7 +281,11 @@ class SimActor:
             raise ContractViolation(str(exc)) from None
         self._actions[:, side].copy_(actions)
         self._actions[:, 1 - side].copy_(opponent_actions)
-        out = self.sim.step(self._actions)
+        if self._sim_handle >= 0:
+            sim_step(self._sim_handle, self._actions, self._sim_outputs)  # opaque to the trace
+            out = self.sim.result
+        else:
+            out = self.sim.step(self._actions)
         final_own = out.final_obs[:, side]
         info = {
             "reward": out.reward[:, side],
@@ -271,7 +303,7 @@ class SimActor:
             raise ContractViolation(str(exc)) from None
         bad_policy = ~(log_probs.isfinite().all() & values.isfinite().all())
         self._violations |= torch.stack([bad_opponent, bad_reward, bad_policy])
-        if self.sync_free or bool(out.truncated.any()):
+        if self.sync_free or self._sim_handle >= 0 or bool(out.truncated.any()):
             boot = self.policy.get_value(final_own)
             self._bootstrap.copy_(torch.where(out.truncated, boot, 0.0))
         else:
@@ -342,6 +374,8 @@ class SimActor:
                 targets = StepTargets(target.row(t), self.stats.chunk_done[t], self.stats.chunk_lengths[t])
                 if self._graph is not None:
                     self._graph.replay_into(targets)
+                elif self._compiled is not None:
+                    self._compiled.run_into(targets)
                 else:
                     self.step_into(targets)
             target.next_values.copy_(self.policy.get_value(self._obs[:, self.side]))

@@ -116,6 +116,10 @@ class BaseAgent:
         self.device = canonical_device(device)
         return self
 
+    def prepare(self) -> None:
+        """Build now what :meth:`act` would build on its first call (tables, caches), so a
+        traced or captured ``act`` never meets host-side setup. Default: nothing."""
+
     def generators(self) -> list[torch.Generator]:
         """The random generators :meth:`act` draws from, besides the default one (a CUDA graph
         capturing ``act`` must know them on PyTorch versions without lazy registration)."""

@@ -65,6 +65,12 @@ class GroupedOpponent(BaseAgent):
         self._choice = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
         self._stack = torch.zeros(len(names), self.num_envs, 3, dtype=dtype, device=self.device)
 
+    def prepare(self) -> None:
+        """Prepare every candidate (see ``BaseAgent.prepare``)."""
+        for group in self.candidates:
+            for agent in group.values():
+                agent.prepare()
+
     @property
     def num_groups(self) -> int:
         return len(self.bounds)
@@ -96,6 +102,12 @@ class GroupedOpponent(BaseAgent):
                     self._stack[k, a:b].copy_(self.candidates[g][name].act(obs[a:b]))
             self._out.copy_(self._stack.gather(0, self._choice.view(1, -1, 1).expand(1, -1, 3))[0])
             return self._out
+        return self._act_current(obs)
+
+    @torch.compiler.disable
+    def _act_current(self, obs: torch.Tensor) -> torch.Tensor:
+        # Which candidate acts is host state that changes between chunks: a compiled decision
+        # step calls this as it is (one graph break) instead of recompiling for each draw.
         for g, (a, b) in enumerate(self.bounds):
             self._out[a:b].copy_(self.candidates[g][self.current[g]].act(obs[a:b]))
         return self._out
@@ -103,10 +115,17 @@ class GroupedOpponent(BaseAgent):
     def reset(self, env_mask: torch.Tensor) -> None:
         """Clear the memory of the masked environments in the candidates that act on them."""
         self._check_mask(env_mask)
+        if self.select_on_device:
+            for g, (a, b) in enumerate(self.bounds):
+                for name in self.names:
+                    self.candidates[g][name].reset(env_mask[a:b])
+        else:
+            self._reset_current(env_mask)
+
+    @torch.compiler.disable
+    def _reset_current(self, env_mask: torch.Tensor) -> None:
         for g, (a, b) in enumerate(self.bounds):
-            acting = self.names if self.select_on_device else [self.current[g]]
-            for name in acting:
-                self.candidates[g][name].reset(env_mask[a:b])
+            self.candidates[g][self.current[g]].reset(env_mask[a:b])
 
     def to(self, device: torch.device | str) -> GroupedOpponent:
         """Move every candidate and the buffers to ``device``."""

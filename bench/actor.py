@@ -1,19 +1,23 @@
-"""One sim actor's rollout throughput: eager against compiled sim (and CUDA graphs on CUDA).
+"""One sim actor's rollout throughput: eager against the compiled decision step (CPU), compiled
+sim and CUDA graphs (CUDA).
 
 An actor chunk is what the pipeline's actors do between ring hand-offs: T decision steps of B
 environments (policy forward and sampling, the opponent, the sim step with auto-reset, the
 reward, episode statistics, the slot writes). Every mode runs in this one process on the same
 device with the same settings; eager is the baseline and each other mode prints its ratio.
 
-Modes: ``eager``; ``compiled`` (the sim step fused with ``torch.compile``); on CUDA also
-``graph`` (compiled sim, the whole decision step replayed from a captured CUDA graph, the
-pipeline's default there). "setup" is the time to build the actor and write its first two
+Modes: ``eager``; on the CPU ``step`` (the whole decision step compiled as one function around
+the sim's native op, ``SimActor(compile_step=True)``, the pipeline's default there); on CUDA
+``compiled`` (the sim step fused with ``torch.compile``) and ``graph`` (compiled sim, the whole
+decision step replayed from a captured CUDA graph, the pipeline's default there). "setup" is the time to build the actor and write its first two
 chunks (compilation, capture), then chunks are timed until ``--seconds`` have passed.
 
     python bench/actor.py                    # CPU: 1 actor x 64 envs x 16 steps, crank, shaped
     python bench/actor.py --device cuda --envs 8192 --rollout-len 32
     python bench/actor.py --profile          # and where a decision step's time goes
     python bench/actor.py --profile --compile-agents   # the opponent compiled, as the pipeline runs it
+
+``--profile`` times the parts of the eager step (a compiled step has no parts to time).
 
 The last line is ``RESULT key=value ...``.
 """
@@ -80,7 +84,8 @@ def measure(mode: str, device: str, envs: int, rollout_len: int, opponent: str, 
     actor = SimActor(
         0, cfg, envs, rollout_len, policy, agent,
         make_reward(reward, device, layout=layout), device=device, seed=1,
-        compile_sim=mode != "eager", cuda_graph=mode == "graph",
+        compile_sim=mode in ("compiled", "graph"), cuda_graph=mode == "graph",
+        compile_step=mode == "step",
     )
     if mode == "graph" and not actor.uses_cuda_graph:
         raise SystemExit(f"CUDA graph capture failed: {actor.graph_error}")
@@ -99,7 +104,7 @@ def measure(mode: str, device: str, envs: int, rollout_len: int, opponent: str, 
     chunk()
     chunk()
     setup = time.perf_counter() - start
-    spent = time_phases(actor) if profile else {}
+    spent = time_phases(actor) if profile and mode == "eager" else {}
     chunks = 0
     t0 = time.perf_counter()
     while True:
@@ -108,7 +113,7 @@ def measure(mode: str, device: str, envs: int, rollout_len: int, opponent: str, 
         elapsed = time.perf_counter() - t0
         if elapsed >= seconds:
             break
-    if profile:
+    if spent:
         steps = chunks * rollout_len
         spent["ring hand-off, slot writes, checks, Python"] = elapsed - sum(spent.values())
         print(f"  where a decision step's time goes ({mode}, {envs} envs, {1e3 * elapsed / steps:.3f} ms a step):")
@@ -139,7 +144,7 @@ def main(argv: list[str] | None = None) -> None:
     cuda = device.startswith("cuda")
     if not cuda:
         torch.set_num_threads(args.threads)
-    modes = ["eager", "compiled"] + (["graph"] if cuda else [])
+    modes = ["eager"] + (["compiled", "graph"] if cuda else ["step"])
     rates: dict[str, float] = {}
     print(f"device {device}, 1 actor x {args.envs} envs x {args.rollout_len} steps, opponent "
           f"{args.opponent}, reward {args.reward}" + ("" if cuda else f", {args.threads} thread(s)"))

@@ -87,6 +87,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--opponent", default="crank")
     p.add_argument("--actor-processes", choices=("auto", "on", "off", "both"), default="auto",
                    help="actors in worker processes (both: compare threads and processes)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="a launcher setting for every run (e.g. run.compile_step=false)")
     p.add_argument("--win-target", type=float, default=0.8,
                    help="report the wall time to this rolling win rate against the opponent")
     args = p.parse_args(argv)
@@ -103,7 +105,7 @@ def main(argv: list[str] | None = None) -> None:
     total = args.total_steps or (chunk_round * 8 if args.quick else default.run.total_steps)
     repeats = args.repeats or (1 if args.quick else 2)
     common = [*shape, "--total-steps", str(total), "--display", "none", "--metrics-port", "-1",
-              "--set", "run.eval_episodes=0"]
+              "--set", "run.eval_episodes=0"] + [a for kv in args.overrides for a in ("--set", kv)]
     kinds = {"both": ["off", "on"]}.get(args.actor_processes, [args.actor_processes])
     modes = [f"{mode}/{kind}" for kind in kinds for mode in ("sync", "async")]
     runs: dict[str, list[Measured]] = {m: [] for m in modes}
@@ -144,6 +146,7 @@ def main(argv: list[str] | None = None) -> None:
         f"{figures} ratio={med[f'async/{kind}'] / med[f'sync/{kind}']:.3f} "
         f"learner_samples_per_s={learner:.0f} time_to_{round(args.win_target * 100)}_s={to_win} "
         f"load={_load().replace(' ', ',')}"
+        + "".join(f" set:{kv}" for kv in args.overrides)
     )
 
 

@@ -125,35 +125,53 @@ class ActorCritic(nn.Module):
         entropy = (0.5 + _LOG_SQRT_2PI + log_std).sum().expand(head.shape[0])
         return log_prob, entropy
 
-    def _sample(self, head: Tensor, deterministic: bool, generator: torch.Generator | None) -> Tensor:
+    def draw_noise(self, batch: int, generator: torch.Generator | None = None,
+                   device: torch.device | str | None = None) -> Tensor:
+        """The random numbers :meth:`act` samples ``batch`` actions with: uniforms ``[batch,
+        num_logits]`` (Gumbel-max, discrete) or standard normals ``[batch, A]`` (continuous),
+        from ``generator``. Drawn apart from the forward so a compiled decision step can take
+        them as an input (a generator cannot be traced); :meth:`act` draws them itself when
+        none are given, the same numbers either way."""
+        device = self.obs_norm.mean.device if device is None else device
+        if self.log_std is None:
+            return torch.rand(batch, sum(self._splits), device=device, generator=generator)
+        return torch.randn(batch, self.action_spec.dim, device=device, generator=generator)
+
+    def _sample(self, head: Tensor, deterministic: bool, noise: Tensor | None) -> Tensor:
         if self.log_std is None:
             parts = []
+            offset = 0
             for logits in torch.split(head, self._splits, dim=-1):
                 if deterministic:
                     parts.append(logits.argmax(-1))
                 else:
                     # Gumbel-max: argmax(logits + Gumbel noise) samples the categorical exactly.
-                    u = torch.rand(logits.shape, dtype=logits.dtype, device=logits.device,
-                                   generator=generator).clamp_(1e-20, 1.0)
+                    assert noise is not None
+                    u = noise[:, offset:offset + logits.shape[-1]].clamp(1e-20, 1.0)
                     parts.append((logits - torch.log(-torch.log(u))).argmax(-1))
+                offset += logits.shape[-1]
             return torch.stack(parts, dim=-1)
         if deterministic:
             return head
-        noise = torch.randn(head.shape, dtype=head.dtype, device=head.device, generator=generator)
+        assert noise is not None
         return head + noise * torch.exp(self.log_std.float())
 
     # ------------------------------------------------------------------ public API
     @torch.no_grad()
     def act(self, obs: Tensor, deterministic: bool = False,
-            generator: torch.Generator | None = None) -> tuple[Tensor, Tensor, Tensor]:
-        """Choose actions for ``obs [B, D]``, sampling from ``generator`` (default: PyTorch's).
+            generator: torch.Generator | None = None,
+            noise: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+        """Choose actions for ``obs [B, D]``, sampling with ``noise`` (see :meth:`draw_noise`)
+        or, when none is given, with noise drawn from ``generator`` (default: PyTorch's).
 
         Returns ``(actions [B, A], log_prob [B], value [B])``; actions are int64 indices for the
         discrete kinds and float (unclipped; the environment clips) for continuous. With
         ``deterministic`` the mode is taken (log_prob is still that of the chosen action).
         """
         head, value = self.forward(obs)
-        actions = self._sample(head, deterministic, generator)
+        if noise is None and not deterministic:
+            noise = self.draw_noise(obs.shape[0], generator, obs.device)
+        actions = self._sample(head, deterministic, noise)
         log_prob, _ = self._log_prob_entropy(head, actions)
         return actions, log_prob, value
 

@@ -127,6 +127,7 @@ def make_sim_actor(cfg: PipelineConfig, layout: ObsLayout, device: torch.device,
         actor_id, cfg.sim, cfg.actors.envs_per_actor, cfg.actors.rollout_len, policy, opponent, reward,
         device=device, seed=seed, learning_side=cfg.actors.learning_side,
         cuda_graph=cuda_graph, compile_sim=cfg.run.compile_sim, stream=stream,
+        compile_step=cfg.run.compile_step and device.type == "cpu",
     )
 
 

@@ -96,6 +96,12 @@ class RunConfig:
     compile_sim: bool = False
     """Compile the sim's torch path with ``torch.compile``; when left out, on CUDA only (the
     CPU steps the sim in its native kernel)."""
+    compile_step: bool = False
+    """Compile each sim actor's whole decision step (policy, opponent, reward, statistics
+    around the sim's native op) as one function with ``torch.compile`` (CPU; see
+    ``actors.compiled_step``): the same actions and observations, a fraction of the dispatches.
+    When left out: on where ``compile_agents`` is (CPU runs of 1M agent-steps or more); CUDA
+    captures the step as a graph instead."""
     compile_agents: bool = False
     """Compile the scripted opponents' decisions with ``torch.compile`` (the same actions; a
     chain of small ops becomes one kernel, 25x faster for crank on one CPU core, after about 8 s
@@ -413,6 +419,8 @@ def resolve(data: dict[str, Any], device: str | None = None) -> PipelineConfig:
         ("run", "total_steps", 2_000_000_000 if cuda else 4_000_000),
         ("run", "compile_sim", cuda),
         ("run", "compile_agents", not cuda and env == "midrange"
+         and t["run"].get("total_steps", 4_000_000) >= 1_000_000),
+        ("run", "compile_step", not cuda and env == "midrange"
          and t["run"].get("total_steps", 4_000_000) >= 1_000_000),
         ("run", "actor_threads", count if cuda else max(1, min(count, _cores() - 1))),
         ("actors", "envs_per_actor", 8192 if cuda else 64),

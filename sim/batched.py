@@ -342,6 +342,11 @@ class BatchedSim:
             else:
                 self._obs[idx] = self._observe_eager(s.select(idx), self.config)
 
+    @property
+    def result(self) -> StepResult:
+        """The step result :meth:`step` returns: the same tensors every step, written in place."""
+        return self._result
+
     def check_errors(self) -> None:
         """Raise any deferred action error (CUDA: one host read; call at chunk boundaries)."""
         self._checker.raise_if_bad()

@@ -166,6 +166,49 @@ def test_sync_free_path_gives_the_cpu_samples():
             assert torch.equal(a[key], b[key]), key
 
 
+@pytest.mark.parametrize("opponent", ["crank", "random"])  # random: its generator breaks the graph
+def test_compiled_step_gives_the_eager_samples(opponent):
+    """The whole decision step compiled as one function (CPU) writes the eager step's chunks:
+    the same actions, observations, rewards and episode ends (truncations included, whose
+    bootstrap values it computes every step); log-probabilities and values agree to float32
+    rounding (the compiled MLP fuses its ops differently)."""
+    cfg = SimConfig(max_time_s=4.0)
+    layout = ObsLayout.from_config(cfg)
+    torch.manual_seed(0)
+    policy = ActorCritic(layout.size, ActionSpec.for_sim(cfg), hidden_sizes=(16,))
+    chunks = []
+    for compiled in (False, True):
+        opp = make_agent(opponent, B, layout, sim_config=cfg, seed=3)
+        actor = SimActor(0, cfg, B, T, policy, opp, make_reward("shaped", "cpu", layout=layout),
+                         seed=5, compile_step=compiled)
+        assert actor.uses_compiled_step == compiled
+        ring = RolloutRing(RolloutSpec(T, B, layout.size, 3), 2, debug=True)
+        got = []
+        for _ in range(3):
+            slot = write_chunk(actor, ring)
+            got.append({k: v.clone() for k, v in slot.tensors().items()})
+            ring.release(slot)
+        got.append(actor.stats.counts.clone())
+        chunks.append(got)
+    assert bool(chunks[0][0]["truncated"].any()) and bool(chunks[0][0]["bootstrap_values"].ne(0).any())
+    for a, b in zip(chunks[0][:-1], chunks[1][:-1], strict=True):
+        for key in a:
+            if key in ("log_probs", "values", "bootstrap_values", "next_values"):
+                assert torch.allclose(a[key], b[key], atol=1e-5, rtol=1e-5), key
+            else:
+                assert torch.equal(a[key], b[key]), key
+    assert torch.equal(chunks[0][-1], chunks[1][-1])  # the episode statistics
+
+
+def test_compiled_step_is_for_the_cpu():
+    cfg = SimConfig()
+    layout = ObsLayout.from_config(cfg)
+    policy = ActorCritic(layout.size, ActionSpec.for_sim(cfg), hidden_sizes=(16,)).to("meta")
+    with pytest.raises(ValueError, match="compile_step is the CPU's"):
+        SimActor(0, cfg, 8, 3, policy, make_agent("straight", 8, layout, "meta", sim_config=cfg),
+                 make_reward("zero", "meta", layout=layout), device="meta", compile_step=True)
+
+
 def test_samples_depend_on_the_actor_seed_alone():
     """The policy samples from the actor's own generator: the process-wide RNG (which other
     actors' threads draw from concurrently) does not change an actor's chunk."""
