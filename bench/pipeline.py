@@ -8,9 +8,12 @@ baseline; the ratio is async / sync. ``actors.processes`` is left to ``auto`` (p
 async on a CPU, threads for sync); ``--actor-processes both`` runs both modes with actor threads
 and with actor processes and prints every ratio. Each run also gives the learner's own speed
 (samples per second of update time) and the wall time to a rolling 80 % win rate against the
-opponent (``--win-target``) from its ``progress.csv``.
+opponent (``--win-target``) from its ``progress.csv``. The opponent is ``crank`` unless
+``--opponent`` says otherwise (the launcher's default is a league, whose rolling win rate is
+against a changing mix; ``--opponent league`` times it).
 
-    python bench/pipeline.py                  # the default run, twice per mode
+    python bench/pipeline.py                  # the default run against crank, twice per mode
+    python bench/pipeline.py --opponent league --total-steps 4000000
     python bench/pipeline.py --quick          # the default configuration, 8 chunk rounds
     python bench/pipeline.py --quick --actor-processes both
     python bench/pipeline.py --device cuda    # GPU-sized defaults
