@@ -97,7 +97,7 @@ def evaluate(checkpoint: Path, config: PipelineConfig, run_dir: Path | None = No
         replays.mkdir(exist_ok=True)
     stats = []
     with torch.no_grad():
-        for opp in ("straight", "pursuit", "shooter", "crank"):
+        for opp in ("straight", "pursuit", "shooter", "crank", "random"):
             recording = (MatchRecorder(replays, str(checkpoint), opp, config.run.eval_replays, agent_label="policy")
                          if replays is not None else None)
             stats.append(play_match(str(checkpoint), opp, config.run.eval_episodes, config.sim,

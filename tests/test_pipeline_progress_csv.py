@@ -43,7 +43,7 @@ def test_progress_csv_tensorboard_and_replays(tmp_path):
     assert steps == sorted(steps)
     assert list((first.run_dir / "tensorboard").glob("events.out.tfevents.*"))
     replays = sorted((first.run_dir / "replays").glob("*.replay"))
-    assert [p.name for p in replays] == [f"policy-vs-{o}-000.replay" for o in ("crank", "pursuit", "shooter", "straight")]
+    assert [p.name for p in replays] == [f"policy-vs-{o}-000.replay" for o in ("crank", "pursuit", "random", "shooter", "straight")]
     assert load_replay(replays[0]).header["agents"]["red"].endswith(".pt")
     assert "replays:" in first.evaluation
     # A resumed run appends to the same file, its wall time continuing.
