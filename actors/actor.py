@@ -170,6 +170,9 @@ class SimActor:
         self.cuda = self.device.type == "cuda"
         self.sync_free = self.device.type != "cpu" if sync_free is None else bool(sync_free)
         """No host read of device data inside a chunk (see ``sync_free`` above)."""
+        self._host_reads = not (self.sync_free or compile_step)
+        """Whether a step may read device data on the host (the eager CPU step only)."""
+        self._sim_handle = -1
         self.stream = (stream or torch.cuda.Stream(self.device)) if self.cuda else None
         if self.stream is not None:
             # The replica, opponent and reward were made on the caller's stream.
@@ -209,7 +212,6 @@ class SimActor:
                 warnings.warn(f"actor {actor_id}: CUDA graph capture failed, stepping eagerly: "
                               f"{self.graph_error}", RuntimeWarning, stacklevel=2)
         self._compiled: CompiledStep | None = None
-        self._sim_handle = -1
         if compile_step:
             opponent.prepare()
             self._sim_handle = register_sim(self.sim)
@@ -303,7 +305,7 @@ class SimActor:
             raise ContractViolation(str(exc)) from None
         bad_policy = ~(log_probs.isfinite().all() & values.isfinite().all())
         self._violations |= torch.stack([bad_opponent, bad_reward, bad_policy])
-        if self.sync_free or self._sim_handle >= 0 or bool(out.truncated.any()):
+        if not self._host_reads or bool(out.truncated.any()):
             boot = self.policy.get_value(final_own)
             self._bootstrap.copy_(torch.where(out.truncated, boot, 0.0))
         else:
