@@ -78,6 +78,11 @@ class PPOConfig:
     """Adam ε."""
     seed: int = 0
     """Seed of the network initialization and of the minibatch shuffles."""
+    policy_bias: tuple[float, ...] = ()
+    """Initial biases of the policy head, one per logit (discrete) or mean (continuous); empty:
+    zeros. A prior for a fresh network: a strongly negative bias on an irreversible action
+    (the sim's ``fire``) makes the first policies take it rarely and at every point of an
+    episode, instead of at once in half of all steps."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.hidden_sizes, (tuple, list)) or not self.hidden_sizes or not all(
@@ -88,6 +93,11 @@ class PPOConfig:
             )
         if isinstance(self.hidden_sizes, list):
             object.__setattr__(self, "hidden_sizes", tuple(self.hidden_sizes))
+        if not isinstance(self.policy_bias, (tuple, list)):
+            raise ValueError(f"policy_bias must be a list of numbers, got {self.policy_bias!r}")
+        for i, b in enumerate(self.policy_bias):
+            _check_number(f"policy_bias[{i}]", b, low=-math.inf)
+        object.__setattr__(self, "policy_bias", tuple(float(b) for b in self.policy_bias))
         if self.activation not in ("tanh", "relu"):
             raise ValueError(f"activation must be 'tanh' or 'relu', got {self.activation!r}")
         for name in ("learning_rate", "clip_coef", "value_clip_coef", "max_grad_norm", "adam_eps",
@@ -125,8 +135,9 @@ class PPOConfig:
         if unknown:
             raise ValueError(f"unknown PPO config field(s): {', '.join(unknown)}")
         kwargs = dict(data)
-        if isinstance(kwargs.get("hidden_sizes"), list):
-            kwargs["hidden_sizes"] = tuple(kwargs["hidden_sizes"])
+        for name in ("hidden_sizes", "policy_bias"):
+            if isinstance(kwargs.get(name), list):
+                kwargs[name] = tuple(kwargs[name])
         return cls(**kwargs)
 
 

@@ -93,6 +93,17 @@ class ActorCritic(nn.Module):
         kw["hidden_sizes"] = tuple(kw["hidden_sizes"])
         return cls(**kw)
 
+    def set_policy_bias(self, bias: tuple[float, ...] | list[float]) -> None:
+        """Set the policy head's output biases (one per logit or mean): the initial action prior."""
+        out = self.actor[-1]
+        assert isinstance(out, nn.Linear)
+        if len(bias) != out.out_features:
+            raise ValueError(f"policy_bias needs {out.out_features} values (one per logit of "
+                             f"{self.action_spec.nvec if self.action_spec.is_discrete else 'the means'}), "
+                             f"got {len(bias)}")
+        with torch.no_grad():
+            out.bias.copy_(torch.tensor([float(b) for b in bias], dtype=out.bias.dtype))
+
     # ------------------------------------------------------------------ internals
     def _check_obs(self, obs: Tensor) -> Tensor:
         if obs.dim() != 2 or obs.shape[1] != self.obs_dim:

@@ -85,6 +85,8 @@ class PPOLearner:
             torch.manual_seed(config.seed)
             policy = ActorCritic(obs_dim, action_spec, config.hidden_sizes, config.activation,
                                  config.normalize_obs, config.obs_norm_clip)
+            if config.policy_bias:
+                policy.set_policy_bias(config.policy_bias)
         self.policy = policy.to(self.device)
         broadcast_module(self.policy)
         self._params = [p for p in self.policy.parameters() if p.requires_grad]

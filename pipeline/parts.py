@@ -176,6 +176,9 @@ def build(config: PipelineConfig, metrics: Any = None, run_dir: Path | None = No
             raise ConfigError(str(exc)) from None
         obs_dim = spaces.obs_dim
         obs_meta = {"env": config.actors.env, "size": obs_dim}
+    if config.ppo.policy_bias and len(config.ppo.policy_bias) != action_spec.num_logits:
+        raise ConfigError(f"ppo.policy_bias has {len(config.ppo.policy_bias)} values but the policy "
+                          f"head has {action_spec.num_logits} outputs ({action_spec.kind} {action_spec.nvec or action_spec.dim})")
     learner = PPOLearner(config.ppo, obs_dim, action_spec, device=device, obs_layout=obs_meta)
     processes = config.actor_processes
     # Actor processes read the weights from shared memory (a seqlock guards each publication).

@@ -62,6 +62,18 @@ def test_fresh_policy_is_near_uniform_and_samples_match_probabilities():
     assert torch.allclose(freq, torch.full((3,), 1 / 3), atol=0.02)
 
 
+def test_policy_bias_is_the_fresh_policys_prior():
+    spec = ActionSpec("multi_discrete", nvec=(3, 3, 2))
+    net = ActorCritic(5, spec, hidden_sizes=(16,))
+    net.set_policy_bias([0, 0, 0, 0, 0, 0, 0, -4])
+    actions, _, _ = net.act(torch.randn(1, 5).expand(40000, 5))
+    fire = actions[:, 2].float().mean().item()
+    assert abs(fire - 1 / (1 + math.exp(4))) < 0.005  # about 1.8 %, not one half
+    assert abs(actions[:, 0].float().eq(0).float().mean().item() - 1 / 3) < 0.02  # others untouched
+    with pytest.raises(ValueError, match="policy_bias needs 8 values"):
+        net.set_policy_bias([0.0, -4.0])
+
+
 def test_gumbel_sampling_follows_skewed_logits():
     net = ActorCritic(2, ActionSpec("discrete", nvec=(3,)), hidden_sizes=(8,), normalize_obs=False)
     with torch.no_grad():

@@ -113,6 +113,8 @@ def test_repeated_actor_failures_stop_the_run(tmp_path, capsys, monkeypatch):
         (["--opponent", "nonsense"], "unknown agent 'nonsense'"),
         (["--device", "tpu"], "run.device must be"),
         (["--ring-slots", "1", "--slots-per-batch", "2"], "intake.slots_per_batch (2) must be <= ring.slots (1)"),
+        (["--set", "ppo.policy_bias=[0, -4]"], "ppo.policy_bias has 2 values but the policy head has 8"),
+        (["--set", "ppo.policy_bias=[0, nan]"], "policy_bias[1] must be a finite number"),
     ],
 )
 def test_bad_values_exit_2_naming_them(tmp_path, capsys, argv, message):
