@@ -1,4 +1,4 @@
-"""Reward presets: ``zero``, ``outcome``, ``draw``, ``wasted`` and ``shaped``."""
+"""Reward presets: ``zero``, ``outcome``, ``draw``, ``wasted``, ``closing`` and ``shaped``."""
 
 from __future__ import annotations
 
@@ -73,6 +73,28 @@ class WastedLaunchReward(BaseReward):
         nez = own_reach_turning_away(obs_before, self.layout, self._tables)
         outside = obs_before[:, self.i_range].to(nez.dtype) * RANGE_SCALE_M > nez
         return info["launches"].to(torch.float32) * outside.to(torch.float32)
+
+
+class ClosingReward(BaseReward):
+    """The decrease of the range to the enemy in this step, in units of 50 km (the observation's
+    range scale), while the own fighter is alive; else 0.
+
+    A potential-based term (its episode total telescopes to first range − last range), so it
+    changes how soon a fighter learns to go after its enemy, not which policy is best:
+    ``--reward shaped+0.1*closing`` pulls a fighter back towards an enemy it has outrun.
+    """
+
+    def __init__(self, device: torch.device | str = "cpu", layout: ObsLayout | None = None):
+        super().__init__(device)
+        layout = layout if layout is not None else ObsLayout(1, 1)
+        self.i_range = layout.index("enemy.range")
+        self.i_own_alive = layout.index("own.alive")
+
+    def compute(self, obs_before, obs_after, action, done, info: StepInfo) -> torch.Tensor:
+        """``[N]`` float32: range before − range after, in 50-km units."""
+        check_inputs(obs_before, obs_after, action, done, info)
+        alive = obs_after[:, self.i_own_alive].float()
+        return (obs_before[:, self.i_range] - obs_after[:, self.i_range]).float() * alive
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,14 @@ import torch
 
 from core.plugins import load_object
 from rewards.base import BaseReward, WeightedSum
-from rewards.presets import DrawReward, OutcomeReward, ShapedReward, WastedLaunchReward, ZeroReward
+from rewards.presets import (
+    ClosingReward,
+    DrawReward,
+    OutcomeReward,
+    ShapedReward,
+    WastedLaunchReward,
+    ZeroReward,
+)
 from sim.config import SimConfig
 from sim.layout import ObsLayout
 
@@ -20,6 +27,7 @@ PRESETS: dict[str, type[BaseReward]] = {
     "outcome": OutcomeReward,
     "draw": DrawReward,
     "wasted": WastedLaunchReward,
+    "closing": ClosingReward,
     "shaped": ShapedReward,
 }
 """Reward presets by name."""

@@ -89,6 +89,16 @@ def test_wasted_counts_launches_only_beyond_the_no_escape_reach():
     assert stronger.compute(real, obs_after, action, done, info).tolist() == [0.0, 0.0, 0.0, 0.0]
 
 
+def test_closing_is_the_range_decrease_while_alive():
+    obs_before, obs_after, action, done, info = fake_step()
+    i_rng, i_alive = LAYOUT.index("enemy.range"), LAYOUT.index("own.alive")
+    obs_before[:, i_rng] = torch.tensor([0.8, 0.8, 0.5, 0.5])
+    obs_after[:, i_rng] = torch.tensor([0.6, 1.0, 0.5, 0.1])
+    obs_after[:, i_alive] = torch.tensor([1.0, 1.0, 1.0, 0.0])  # the last one was shot down
+    r = make_reward("closing", layout=LAYOUT).compute(obs_before, obs_after, action, done, info)
+    assert torch.allclose(r, torch.tensor([0.2, -0.2, 0.0, 0.0]))
+
+
 def test_shaped_is_outcome_plus_its_documented_dense_terms():
     obs_before, obs_after, action, done, info = fake_step()
     cfg = ShapedConfig()
