@@ -33,6 +33,7 @@ exits after at most one chunk; the main process kills what is left at the end of
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import traceback
 from collections.abc import Callable
@@ -370,6 +371,9 @@ class ProcessActor:
             finally:
                 for fd in fds:
                     loop.remove_reader(fd)
+                # uvloop leaves a watched descriptor non-blocking: a message larger than the
+                # socket's buffer (a league snapshot's weights) would then fail half-written.
+                os.set_blocking(self._conn.fileno(), True)
             self._check_stop(should_stop)
         self._take_reply(slot)
 

@@ -192,6 +192,19 @@ def test_league_with_actor_processes_sync(tmp_path):
     assert children() <= before
 
 
+def test_async_league_sends_snapshots_larger_than_the_pipe_buffer(tmp_path):
+    """A snapshot's weights (here about 1.4 MB, beyond a socket's buffer) reach the actor
+    processes through the event loop's pipes without an actor failing half-way through a send."""
+    result = run(resolve(parse_config(flags(
+        tmp_path, "--opponent", "league", "--total-steps", "4096", "--set", "ppo.hidden_sizes=[384, 384]",
+        "--set", "league.groups_per_actor=2", "--set", "league.hold_chunks=1",
+        "--set", "league.snapshot_every=2", "--set", "league.self_play=1.0",
+        "--set", 'league.anchors=["straight"]', "--set", "run.max_actor_failures=1")), "cpu"))
+    assert result.exit_code == 0 and result.failures == 0
+    league = json.loads((tmp_path / "run" / "league" / "league.json").read_text())
+    assert len(league["records"]) > 1, league["records"]  # snapshots were drawn, so sent to the actors
+
+
 def test_sigterm_stops_a_launch_and_leaves_no_actor_process(tmp_path):
     import subprocess
     import sys
