@@ -78,6 +78,12 @@ class PPOConfig:
     """Adam ε."""
     seed: int = 0
     """Seed of the network initialization and of the minibatch shuffles."""
+    bootstrap_truncated: bool = True
+    """Where an episode was truncated (a time limit), bootstrap from the value of its final
+    observation, as a time limit the policy cannot see requires. Off: a truncated episode ends
+    there like a terminated one, which is right where the observation carries the time left,
+    so the limit is part of the task and its outcome (a draw at the limit) must reach the
+    values (Pardo et al., 2018, "Time Limits in Reinforcement Learning")."""
     policy_bias: tuple[float, ...] = ()
     """Initial biases of the policy head, one per logit (discrete) or mean (continuous); empty:
     zeros. A prior for a fresh network: a strongly negative bias on an irreversible action

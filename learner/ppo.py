@@ -171,6 +171,9 @@ class PPOLearner:
         cfg = self.config
         values = batch.values.float()
         rewards = batch.rewards.float() * cfg.reward_scale if cfg.reward_scale != 1.0 else batch.rewards.float()
+        bootstrap = batch.bootstrap_values.float()
+        if not cfg.bootstrap_truncated:
+            bootstrap = torch.zeros_like(bootstrap)
         if cfg.use_vtrace:
             t, b, d = batch.obs.shape
             with self._autocast():
@@ -183,14 +186,14 @@ class PPOLearner:
             # their behaviour values stand in.
             vs, pg_adv = compute_vtrace(
                 log_rhos, rewards, cur_values, batch.terminated, batch.truncated,
-                batch.bootstrap_values.float(), batch.next_values.float(), cfg.gamma, cfg.gae_lambda,
+                bootstrap, batch.next_values.float(), cfg.gamma, cfg.gae_lambda,
                 cfg.vtrace_rho_clip, cfg.vtrace_c_clip)
             ws.advantages.copy_(pg_adv)
             ws.returns.copy_(vs)
             ws.old_values.copy_(cur_values)
         else:
             compute_gae(rewards, values, batch.terminated, batch.truncated,
-                        batch.bootstrap_values.float(), batch.next_values.float(), cfg.gamma,
+                        bootstrap, batch.next_values.float(), cfg.gamma,
                         cfg.gae_lambda, out=ws.advantages)
             torch.add(ws.advantages, values, out=ws.returns)
             ws.old_values.copy_(values)

@@ -16,6 +16,7 @@ import dataclasses
 import importlib.util
 import math
 import os
+import statistics
 import types
 import typing
 from dataclasses import dataclass, field
@@ -436,6 +437,20 @@ def resolve(data: dict[str, Any], device: str | None = None) -> PipelineConfig:
     if isinstance(envs, int) and not isinstance(envs, bool) and envs >= 1:
         # Up to 4 groups, as many as divide the actor's environments evenly.
         t["league"].setdefault("groups_per_actor", max(g for g in range(1, 5) if envs % g == 0))
+    if env == "midrange":
+        # Fire is irreversible and scarce: a fresh policy that fires in half of its decisions
+        # empties its missiles at the first sight of the enemy, and learns to build on that
+        # opening; one that rarely fires meets shots taken at every range and every moment
+        # (bench/RESULTS.md, "Fire discipline").
+        t["ppo"].setdefault("policy_bias", _sim_policy_bias(t["sim"]))
+        # The sim's observation carries the time left, so its time limit is part of the state
+        # and a fight that reaches it ends there, a draw: bootstrapping at the limit instead
+        # kept values of +0.5 to +1 in fights about to be drawn, and the fighter learned no
+        # urgency (bench/RESULTS.md, "Fire discipline and the time limit"). The env still
+        # reports truncation; this only chooses what the learner makes of it.
+        t["ppo"].setdefault("bootstrap_truncated", False)
+        if not cuda:
+            t["ppo"].setdefault("entropy_coef", 0.003)
     if not cuda:
         # Small, quick updates on a laptop CPU: the sample budget is what limits learning there.
         cpu_ppo: dict[str, Any] = {"hidden_sizes": [64, 64], "update_epochs": 3,
@@ -465,6 +480,21 @@ def resolve(data: dict[str, Any], device: str | None = None) -> PipelineConfig:
             f"{config.samples_per_batch} samples (rollout_len × envs_per_actor × slots_per_batch)"
         )
     return dataclasses.replace(config, ppo=ppo)
+
+
+SIM_FIRE_LOGIT = -4.0
+"""The initial bias of a fresh sim policy's fire logit (``ppo.policy_bias``): it fires in
+about 1.8 % of its decisions, not in half of them."""
+
+
+def _sim_policy_bias(sim: dict[str, Any]) -> list[float]:
+    """The policy head's initial biases for the sim's action interface: every component
+    uniform but fire, taken with probability σ(:data:`SIM_FIRE_LOGIT`) (continuous actions:
+    the fire mean that gives the same probability of exceeding 0.5 with σ = 1)."""
+    if sim.get("action_mode", SimConfig.action_mode) == "continuous":
+        p_fire = 1.0 / (1.0 + math.exp(-SIM_FIRE_LOGIT))
+        return [0.0, 0.0, round(0.5 - statistics.NormalDist().inv_cdf(1.0 - p_fire), 3)]
+    return [0.0] * 7 + [SIM_FIRE_LOGIT]
 
 
 def validate(config: PipelineConfig) -> None:

@@ -99,6 +99,30 @@ def test_vtrace_update_runs_and_differs_from_gae():
     assert math.isfinite(sa["loss_value"]) and sa["return_mean"] != sb["return_mean"]
 
 
+@pytest.mark.parametrize("use_vtrace", [False, True])
+def test_truncation_bootstraps_unless_turned_off(use_vtrace):
+    """With ``bootstrap_truncated`` off, a truncated step's returns are those of a terminated
+    step: the bootstrap values stop mattering, and nothing else changes."""
+    def returns(bootstrap_truncated: bool, scale: float) -> torch.Tensor:
+        learner = small_learner(use_vtrace=use_vtrace, bootstrap_truncated=bootstrap_truncated)
+        batch = random_batch(learner)
+        batch.bootstrap_values *= scale
+        ws = learner._get_workspace(batch)
+        learner._targets(batch, ws)
+        return ws.returns.clone()
+
+    batch = random_batch(small_learner())
+    assert batch.truncated.any()
+    assert not torch.allclose(returns(True, 1.0), returns(True, 10.0))
+    assert torch.equal(returns(False, 1.0), returns(False, 10.0))
+    terminated = small_learner(use_vtrace=use_vtrace)
+    b2 = random_batch(terminated)
+    b2.terminated |= b2.truncated
+    ws = terminated._get_workspace(b2)
+    terminated._targets(b2, ws)
+    assert torch.allclose(returns(False, 1.0), ws.returns)
+
+
 def test_continuous_and_discrete_kinds_update():
     cont = PPOLearner(PPOConfig(hidden_sizes=(16,), num_minibatches=2, update_epochs=1), 12,
                       ActionSpec("continuous", low=(-1.0, 0.0, 0.0), high=(1.0, 1.0, 1.0)))
