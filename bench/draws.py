@@ -9,6 +9,7 @@ a fighter that did not go after an enemy that could no longer hurt it.
 
     python bench/draws.py --agent runs/default --opponents random,crank
     python bench/draws.py --agent RUN/checkpoints/latest.pt --opponents random --starts 1000
+    python bench/draws.py --agent random --quick
 
 The last line is ``RESULT episodes=... draws=... time_limit=... enemy_disarmed=...
 agent_armed=... range_km_median=...`` summed over the opponents (``enemy_disarmed``: draws
@@ -134,7 +135,10 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser.add_argument("--opponents", default="random,crank", help="comma-separated opponents")
     parser.add_argument("--starts", type=int, default=500, help="random starts per opponent (each played from both sides)")
     parser.add_argument("--seed", type=int, default=1234)
+    parser.add_argument("--quick", action="store_true", help="32 starts per opponent")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.starts = 32
     if args.starts < 1:
         parser.error(f"--starts must be >= 1, got {args.starts}")
     opponents = [o.strip() for o in args.opponents.split(",") if o.strip()]

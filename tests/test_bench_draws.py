@@ -55,3 +55,9 @@ def test_bad_arguments_are_refused(argv, capsys):
     with pytest.raises(SystemExit) as exc:
         draws.main(argv)
     assert exc.value.code == 2
+
+
+def test_quick_plays_32_starts_per_opponent(capsys):
+    draws = load_bench()
+    result = draws.main(["--agent", "random", "--opponents", "random", "--quick"])
+    assert result["episodes"] == 64
