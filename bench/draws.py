@@ -20,6 +20,7 @@ still holding at least one missile).
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import time
 from collections import Counter
@@ -30,10 +31,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline.evaluate import trained_sim_config
+from pipeline.evaluate import play_first_episodes, trained_sim_config
 from pipeline.plugins import make_agent
-from sim import BatchedSim
-from sim.kernels import END_REASONS
+from sim import BatchedSim, SimState
+from sim.kernels import END_REASONS, DecisionAccumulators
 
 DRAW = 2
 """``StepOutput.winner`` of a drawn episode."""
@@ -63,56 +64,59 @@ class DrawLog:
         return sum(1 for a in self.own_left if a > 0)
 
 
+class DrawWatcher:
+    """A :class:`sim.batched.SimObserver` that logs, for each environment's first episode that
+    ends in a draw, the state one decision before that end (kept from the previous decision)."""
+
+    def __init__(self, log: DrawLog, agent_side: int):
+        self.log, self.side, self.enemy = log, agent_side, 1 - agent_side
+        self.finished: torch.Tensor | None = None
+
+    def _keep(self, state: SimState) -> None:
+        self.ammo = state.f_ammo.clone()
+        self.in_flight = state.m_active.sum(dim=1)
+        self.range_km = torch.hypot(state.f_px[0] - state.f_px[1], state.f_py[0] - state.f_py[1]) / 1000.0
+
+    def episodes_started(self, state: SimState, mask: torch.Tensor) -> None:
+        if self.finished is None:  # the reset before the first decision
+            self.finished = torch.zeros_like(mask)
+            self._keep(state)
+
+    def decision_end(self, state: SimState, acc: DecisionAccumulators) -> None:
+        assert self.finished is not None
+        drawn = acc.done & ~self.finished & (acc.winner == DRAW)
+        for i in torch.nonzero(drawn).flatten().tolist():
+            self.log.reasons[END_REASONS[int(acc.end_reason[i])]] += 1
+            self.log.own_left.append(int(self.ammo[self.side, i]))
+            self.log.enemy_left.append(int(self.ammo[self.enemy, i]))
+            self.log.enemy_in_flight.append(int(self.in_flight[self.enemy, i]))
+            self.log.range_km.append(float(self.range_km[i]))
+        self.finished |= acc.done
+        self._keep(state)
+
+
 def play(agent: str, opponent: str, starts: int, seed: int) -> DrawLog:
     """``starts`` random starts, each played with the agent as red and as blue."""
     config = trained_sim_config([agent, opponent])
     log = DrawLog()
     for agent_side in (0, 1):
         sim = BatchedSim(starts, config, device="cpu", seed=seed)
+        sim.observer = DrawWatcher(log, agent_side)
         specs = (agent, opponent) if agent_side == 0 else (opponent, agent)
         flyers = [make_agent(s, starts, sim.layout, "cpu", seed=seed * 2 + side,
                              action_mode=config.action_mode, sim_config=config).eval()
                   for side, s in enumerate(specs)]
         torch.manual_seed(seed * 100_003 + agent_side)
-        obs = sim.reset()
-        everyone = torch.ones(starts, dtype=torch.bool)
-        for f in flyers:
-            f.reset(everyone)
-        finished = torch.zeros(starts, dtype=torch.bool)
-        enemy = 1 - agent_side
         with torch.no_grad():
-            for _ in range(config.max_decisions + 1):
-                s = sim.state
-                ammo = s.f_ammo.clone()
-                in_flight = s.m_active.sum(dim=1)
-                range_km = torch.hypot(s.f_px[0] - s.f_px[1], s.f_py[0] - s.f_py[1]) / 1000.0
-                out = sim.step(torch.stack([flyers[0].act(obs[:, 0]), flyers[1].act(obs[:, 1])], dim=1))
-                first = out.done & ~finished
-                log.wins += int((first & (out.winner == agent_side)).sum())
-                log.losses += int((first & (out.winner == enemy)).sum())
-                for i in torch.nonzero(first & (out.winner == DRAW)).flatten().tolist():
-                    log.reasons[END_REASONS[int(out.end_reason[i])]] += 1
-                    log.own_left.append(int(ammo[agent_side, i]))
-                    log.enemy_left.append(int(ammo[enemy, i]))
-                    log.enemy_in_flight.append(int(in_flight[enemy, i]))
-                    log.range_km.append(float(range_km[i]))
-                finished |= out.done
-                for f in flyers:
-                    f.reset(out.done)
-                obs = out.obs
-                if bool(finished.all()):
-                    break
-        sim.check_errors()
+            winner = play_first_episodes(sim, flyers[0], flyers[1])["winner"]
+        log.wins += int((winner == agent_side).sum())
+        log.losses += int((winner == 1 - agent_side).sum())
         log.episodes += starts
     return log
 
 
 def median(values: list[float]) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else 0.5 * (ordered[mid - 1] + ordered[mid])
+    return statistics.median(values) if values else float("nan")
 
 
 def report(opponent: str, log: DrawLog) -> str:
