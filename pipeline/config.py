@@ -176,6 +176,8 @@ class IntakeConfig:
 
 LEAGUE = "league"
 """The ``actors.opponent`` that plays a self-play league (``[league]``, ``pipeline.league``)."""
+SNAPSHOT_CLOCKS = ("learning", "updates")
+"""What ``league.snapshot_every`` counts (see :class:`LeagueConfig`)."""
 
 
 @dataclass(frozen=True)
@@ -193,8 +195,16 @@ class LeagueConfig:
     several episodes: 32 chunks of 16 decisions are 256 s of sim time at the defaults, against
     episodes of 30–90 s (at most 300 s)."""
     snapshot_every: int = 200
-    """Updates between two snapshots of the learner put into the pool (200 updates are about
-    400k agent-steps at the CPU defaults: a snapshot is a different fighter, not a copy)."""
+    """Learning between two snapshots of the learner put into the pool, in updates on
+    ``snapshot_clock`` (200 updates are about 400k agent-steps at the CPU defaults: a snapshot
+    is a different fighter, not a copy)."""
+    snapshot_clock: str = "learning"
+    """How the learning between snapshots is counted. ``"learning"``: an update at learning rate
+    ``r`` counts ``r / r0`` of one (``r0`` the starting rate), so with the rate annealed to zero
+    snapshots come further apart as the steps shrink and the pool holds fighters that differ,
+    not near copies of the end of the run (of 12,000 annealed updates, the last 200 run at under
+    2 % of the starting rate and count as 2). ``"updates"``: every update counts one (the same
+    as ``"learning"`` when the rate is not annealed)."""
     max_snapshots: int = 8
     """Snapshots kept (the oldest leave the pool and ``RUN/league/``)."""
     self_play: float = 0.2
@@ -592,6 +602,9 @@ def _validate_league(config: PipelineConfig) -> None:
     for name in ("groups_per_actor", "hold_chunks", "snapshot_every", "max_snapshots", "window_games"):
         if getattr(league, name) < 1:
             raise ConfigError(f"league.{name} must be >= 1, got {getattr(league, name)}")
+    if league.snapshot_clock not in SNAPSHOT_CLOCKS:
+        raise ConfigError(f"league.snapshot_clock must be one of {', '.join(SNAPSHOT_CLOCKS)}, "
+                          f"got {league.snapshot_clock!r}")
     if not 0.0 <= league.self_play <= 1.0:
         raise ConfigError(f"league.self_play must be in [0, 1], got {league.self_play}")
     if league.pfsp_power < 0:

@@ -1,7 +1,9 @@
 """A self-play league inside the batched actors (``--opponent league``).
 
 The pool holds frozen snapshots of the learning policy (one every ``league.snapshot_every``
-updates, kept in ``RUN/league/`` as ordinary checkpoints, the newest ``league.max_snapshots``)
+updates, counted at the starting learning rate by default so an annealed run's last updates do
+not fill the pool with copies of one policy; kept in ``RUN/league/`` as ordinary checkpoints,
+the newest ``league.max_snapshots``)
 and scripted anchors. Each actor's environments are split into ``league.groups_per_actor``
 groups (``agents.league.GroupedOpponent``); before a chunk, every group that has held its
 opponent for ``league.hold_chunks`` chunks draws a new one and its environments start new
@@ -118,6 +120,10 @@ class League:
         self._lock = threading.Lock()
         self._groups: dict[int, tuple[int, list[GroupState]]] = {}
         self._last_snapshot_version = -1
+        self._last_snapshot_learning = (0, 0.0)
+        """(version, learning done by it) of the last snapshot."""
+        self._learning = (0, 0.0)
+        """(version, learning done by it) last counted by :meth:`learning_done`."""
 
     # ------------------------------------------------------------------ building
     def make_opponent(self, num_envs: int, build_anchor: Callable[[str, int, int], BaseAgent],
@@ -156,12 +162,38 @@ class League:
                 del self.snapshots[oldest]
                 del self.records[oldest]  # no longer drawn, rated or exported
 
+    def learning_done(self, learner: Any, version: int) -> float:
+        """The learning of the learner's first ``version`` updates on ``snapshot_clock``: on
+        ``"learning"``, the sum of each update's learning rate over the starting rate; on
+        ``"updates"`` (or for a learner without a schedule), ``version``. Kept incrementally:
+        the learner thread asks for each version in turn."""
+        schedule = getattr(learner, "learning_rate_at", None)
+        if self.config.snapshot_clock == "updates" or schedule is None:
+            return float(version)
+        start = float(learner.config.learning_rate)
+        done_version, done = self._learning
+        if version < done_version:
+            done_version, done = 0, 0.0
+        for v in range(done_version, version):
+            done += schedule(v) / start
+        self._learning = (version, done)
+        return done
+
     def maybe_snapshot(self, learner: Any) -> Path | None:
-        """Freeze the learner into the pool every ``snapshot_every`` updates (learner thread)."""
+        """Freeze the learner into the pool each time its learning on ``snapshot_clock`` passes
+        another multiple of ``snapshot_every`` (learner thread)."""
         version = int(learner.policy_version)
-        if version <= 0 or version % self.config.snapshot_every or version == self._last_snapshot_version:
+        if version <= 0 or version == self._last_snapshot_version:
+            return None
+        every = self.config.snapshot_every
+        last = max(self._last_snapshot_version, 0)
+        if last != self._last_snapshot_learning[0]:  # a resumed run: count up to its last snapshot
+            self._last_snapshot_learning = (last, self.learning_done(learner, last))
+        learned = self.learning_done(learner, version)
+        if learned // every <= self._last_snapshot_learning[1] // every:
             return None
         self._last_snapshot_version = version
+        self._last_snapshot_learning = (version, learned)
         path = save_checkpoint(self.directory, learner, {"league_snapshot": snapshot_name(version)},
                                keep_last=self.config.max_snapshots)
         self.add_snapshot(snapshot_name(version), learner.policy.state_dict())

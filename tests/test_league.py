@@ -106,6 +106,41 @@ def test_the_pool_keeps_the_newest_snapshots(tmp_path):
     assert list(lg.snapshots) == ["v20", "v30"]
 
 
+def snapshot_versions(lg: League, learner, versions) -> list[int]:
+    """The versions at which the learner thread, calling after each update, snapshots."""
+    taken = []
+    for v in versions:
+        learner.policy_version = v
+        if lg.maybe_snapshot(learner) is not None:
+            taken.append(v)
+    return taken
+
+
+@pytest.mark.parametrize("anneal", [True, False])
+def test_snapshots_are_spaced_by_learning_not_by_updates(tmp_path, anneal):
+    from learner import ActionSpec, PPOConfig, PPOLearner
+    learner = PPOLearner(PPOConfig(hidden_sizes=(4,), total_updates=100, anneal_lr=anneal), 6,
+                         ActionSpec("multi_discrete", nvec=(3, 2)))
+    by_updates = snapshot_versions(league(tmp_path / "u", snapshot_every=10, snapshot_clock="updates",
+                                          max_snapshots=20), learner, range(1, 101))
+    assert by_updates == list(range(10, 101, 10))
+    taken = snapshot_versions(league(tmp_path / "l", snapshot_every=10, max_snapshots=20),
+                              learner, range(1, 101))
+    if not anneal:  # a constant rate: every update is a full one
+        assert taken == by_updates
+        return
+    # Annealed to 0 over 100 updates, version v has learned sum(1 - u/100 for u < v), 50.5 in
+    # all: a snapshot as it passes 10, 20, 30, 40 and 50, further apart as the rate falls.
+    assert taken == [11, 23, 37, 55, 91]  # v - v(v - 1)/200: gaps of 12, 14, 18 and 36 updates
+    # A resumed run (a new league that read league.json) keeps the cadence.
+    lg2 = league(tmp_path / "l2", snapshot_every=10, max_snapshots=20)
+    snapshot_versions(lg2, learner, range(1, 40))
+    lg2.save()
+    resumed = league(tmp_path / "l2", snapshot_every=10, max_snapshots=20)
+    resumed.load()
+    assert snapshot_versions(resumed, learner, range(40, 101)) == [55, 91]
+
+
 def test_ratings_order_the_players_by_their_results(tmp_path):
     lg = league(tmp_path, anchors=["crank", "random"])
     lg.records["crank"].add(20, 0, 80, window=10_000)
@@ -254,6 +289,7 @@ def test_a_league_plays_every_group_in_the_actors(tmp_path):
     (["--set", "league.groups_per_actor=3"], "league.groups_per_actor (3) must divide actors.envs_per_actor (8)"),
     (["--set", "league.anchors=['nobody']"], "unknown agent 'nobody'"),
     (["--set", "league.self_play=1.5"], "league.self_play must be in [0, 1]"),
+    (["--set", "league.snapshot_clock=seconds"], "league.snapshot_clock must be one of learning, updates"),
 ])
 def test_a_league_that_cannot_play_is_refused(tmp_path, capsys, extra, message):
     assert main(league_argv(tmp_path, *extra)) == 2
