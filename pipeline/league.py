@@ -1,9 +1,9 @@
 """A self-play league inside the batched actors (``--opponent league``).
 
 The pool holds frozen snapshots of the learning policy (one every ``league.snapshot_every``
-updates, counted at the starting learning rate by default so an annealed run's last updates do
-not fill the pool with copies of one policy; kept in ``RUN/league/`` as ordinary checkpoints,
-the newest ``league.max_snapshots``)
+updates, or with ``league.snapshot_clock = "learning"`` updates counted at the starting learning
+rate, so an annealed run's last updates do not fill the pool with copies of one policy; kept in
+``RUN/league/`` as ordinary checkpoints, the newest ``league.max_snapshots``)
 and scripted anchors. Each actor's environments are split into ``league.groups_per_actor``
 groups (``agents.league.GroupedOpponent``); before a chunk, every group that has held its
 opponent for ``league.hold_chunks`` chunks draws a new one and its environments start new

@@ -117,15 +117,15 @@ def snapshot_versions(lg: League, learner, versions) -> list[int]:
 
 
 @pytest.mark.parametrize("anneal", [True, False])
-def test_snapshots_are_spaced_by_learning_not_by_updates(tmp_path, anneal):
+def test_snapshots_can_be_spaced_by_learning_instead_of_updates(tmp_path, anneal):
     from learner import ActionSpec, PPOConfig, PPOLearner
     learner = PPOLearner(PPOConfig(hidden_sizes=(4,), total_updates=100, anneal_lr=anneal), 6,
                          ActionSpec("multi_discrete", nvec=(3, 2)))
     by_updates = snapshot_versions(league(tmp_path / "u", snapshot_every=10, snapshot_clock="updates",
                                           max_snapshots=20), learner, range(1, 101))
     assert by_updates == list(range(10, 101, 10))
-    taken = snapshot_versions(league(tmp_path / "l", snapshot_every=10, max_snapshots=20),
-                              learner, range(1, 101))
+    taken = snapshot_versions(league(tmp_path / "l", snapshot_every=10, max_snapshots=20,
+                                     snapshot_clock="learning"), learner, range(1, 101))
     if not anneal:  # a constant rate: every update is a full one
         assert taken == by_updates
         return
@@ -133,10 +133,10 @@ def test_snapshots_are_spaced_by_learning_not_by_updates(tmp_path, anneal):
     # all: a snapshot as it passes 10, 20, 30, 40 and 50, further apart as the rate falls.
     assert taken == [11, 23, 37, 55, 91]  # v - v(v - 1)/200: gaps of 12, 14, 18 and 36 updates
     # A resumed run (a new league that read league.json) keeps the cadence.
-    lg2 = league(tmp_path / "l2", snapshot_every=10, max_snapshots=20)
+    lg2 = league(tmp_path / "l2", snapshot_every=10, max_snapshots=20, snapshot_clock="learning")
     snapshot_versions(lg2, learner, range(1, 40))
     lg2.save()
-    resumed = league(tmp_path / "l2", snapshot_every=10, max_snapshots=20)
+    resumed = league(tmp_path / "l2", snapshot_every=10, max_snapshots=20, snapshot_clock="learning")
     resumed.load()
     assert snapshot_versions(resumed, learner, range(40, 101)) == [55, 91]
 
