@@ -53,7 +53,7 @@ from agents.scripted import ScriptedAgent
 from core.schema import Rollout
 from learner import ActionSpec, ActorCritic
 from pipeline.config import ConfigError, PipelineConfig
-from pipeline.league import POLICY, League
+from pipeline.league import LATEST, POLICY, League, copy_weights
 from pipeline.plugins import make_agent, make_reward
 from pipeline.ring import RingSlot, RolloutRing
 from pipeline.weights import WeightPublisher
@@ -235,7 +235,9 @@ def _apply_league(actor: Any, changes: list[Any]) -> None:
         if change is None:
             continue
         name, weights = change
-        if weights is not None:
+        if weights == LATEST:  # the learner's latest self: this process's own replica
+            copy_weights(opponent.candidates[g][POLICY].policy, actor.policy)
+        elif weights is not None:
             state = {k: _tensor_from_msg(v) for k, v in weights.items()}
             opponent.candidates[g][POLICY].policy.load_state_dict(state)
         opponent.assign(g, name)
@@ -290,8 +292,8 @@ class ProcessActor:
         self._stop = stop_flag
         self._outcome: tuple[int, int, int, list[int]] = (0, 0, 0, [])
         self._restart: torch.Tensor | None = None
-        self._sent: list[str | None] = []
-        """Each group's player as last sent to the process."""
+        self._sent: list[tuple[str | None, int]] = []
+        """Each group's (player, draw number) as last sent to the process."""
         self.opponent: GroupedOpponent | None = None
         self.stats: _MirrorStats | None = None
         if league is not None:
@@ -301,7 +303,7 @@ class ProcessActor:
 
             self.opponent = league.make_opponent(self.num_envs, build_agent, self.device, seed,
                                                  select_on_device=False)
-            self._sent = [None] * self.opponent.num_groups
+            self._sent = [(None, 0)] * self.opponent.num_groups
         if self.device.type == "cpu":
             # Build the sim's native kernel (if it is not built yet) here, once, so that the
             # actor processes only load it instead of all compiling it at the same time.
@@ -409,22 +411,23 @@ class ProcessActor:
         and the environments to restart (``League.before_chunk`` ran on this mirror)."""
         if self.league is None or self.opponent is None:
             return None
-        players = self.league.assignments().get(self.actor_id, [])
         groups: list[Any] = []
-        for g, player in enumerate(players):
-            if player is None or player == self._sent[g]:
+        for g, (player, draws) in enumerate(self.league.draws_of(self.actor_id)):
+            if player is None or (player, draws) == self._sent[g]:
                 groups.append(None)
                 continue
-            # Player names are unique (a snapshot is ``v<version>``): a new name is a new
-            # opponent, and a snapshot's weights (just copied into the mirror) go with it.
+            # A new draw is a new opponent: a snapshot's weights (just copied into the mirror)
+            # go with it; the latest self is the process's own replica, copied there.
             current = self.opponent.current[g]
-            weights = None
-            if current == POLICY:
+            weights: Any = None
+            if player == LATEST:
+                weights = LATEST
+            elif current == POLICY:
                 agent = self.opponent.candidates[g][POLICY]
                 assert isinstance(agent, PolicyAgent)
                 weights = {k: _tensor_to_msg(v) for k, v in agent.policy.state_dict().items()}
             groups.append([current, weights])
-            self._sent[g] = player
+            self._sent[g] = (player, draws)
         restart, self._restart = self._restart, None
         return [groups, None if restart is None else _tensor_to_msg(restart)]
 

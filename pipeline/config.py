@@ -211,6 +211,12 @@ class LeagueConfig:
     """Snapshots kept (the oldest leave the pool and ``RUN/league/``)."""
     self_play: float = 0.2
     """Chance a draw picks a past self instead of an anchor (once a snapshot exists)."""
+    latest: float = 0.0
+    """Chance a draw, before anything else, picks the learner's latest self: the actor's own
+    copy of the learning policy at the draw, held like any opponent for ``hold_chunks`` chunks
+    and never frozen into the pool. An even opponent that keeps up with the learner while the
+    pool's snapshots may lie behind it; its games are counted for nobody (not rated, not in
+    ``midrange_league_games_total``)."""
     pfsp_power: float = 1.0
     """Prioritized fictitious self-play: weight ``(1 − p_win)^power`` for each opponent."""
     pfsp_floor: float = 0.05
@@ -607,8 +613,9 @@ def _validate_league(config: PipelineConfig) -> None:
     if league.snapshot_clock not in SNAPSHOT_CLOCKS:
         raise ConfigError(f"league.snapshot_clock must be one of {', '.join(SNAPSHOT_CLOCKS)}, "
                           f"got {league.snapshot_clock!r}")
-    if not 0.0 <= league.self_play <= 1.0:
-        raise ConfigError(f"league.self_play must be in [0, 1], got {league.self_play}")
+    for name in ("self_play", "latest"):
+        if not 0.0 <= getattr(league, name) <= 1.0:
+            raise ConfigError(f"league.{name} must be in [0, 1], got {getattr(league, name)}")
     if league.pfsp_power < 0:
         raise ConfigError(f"league.pfsp_power must be >= 0, got {league.pfsp_power}")
     if not 0.0 < league.pfsp_floor <= 1.0:

@@ -16,8 +16,9 @@ episodes started during the drain (cut at the switch) are counted for nobody. Cu
 without the drain would count the short fights and lose the long ones (draws at the time
 limit, which can outlast a whole hold).
 
-Opponents are drawn by prioritized fictitious self-play: first past selves (probability
-``league.self_play``, once a snapshot exists) or anchors, then within that kind with weight
+Opponents are drawn by prioritized fictitious self-play: first the learner's latest self
+(probability ``league.latest``: the actor's own current weights copied into the group, unrated),
+else past selves (probability ``league.self_play``, once a snapshot exists) or anchors, then within that kind with weight
 ``max((1 − p_win)^power, floor)``, ``p_win`` the learner's recent score against each (wins plus
 half the draws, over about the last ``league.window_games`` games against it, with a prior of
 one draw). The same windowed counts give Bradley–Terry ratings on the Elo scale, refit at each
@@ -48,8 +49,16 @@ LEARNER = "learner"
 """The learning policy's name in the ratings."""
 POLICY = "policy"
 """The candidate of every group into which a snapshot's weights are copied."""
+LATEST = "latest"
+"""The player drawn with ``league.latest``: the learner's own current weights (never rated)."""
 STATE_FILE = "league.json"
 STATE_VERSION = 1
+
+
+def copy_weights(target: torch.nn.Module, source: torch.nn.Module) -> None:
+    """Copy ``source``'s weights (parameters and buffers, e.g. observation statistics) into
+    ``target``'s own tensors: a group's policy slot takes the learner's latest self."""
+    target.load_state_dict(source.state_dict())
 
 
 def snapshot_name(version: int) -> str:
@@ -94,6 +103,8 @@ class GroupState:
     pending: torch.Tensor | None = None
     """While draining: the environments whose episode, running when the drain began, has not
     ended yet (``None`` when not draining)."""
+    draws: int = 0
+    """Opponents drawn so far (two draws of ``latest`` are two different opponents)."""
 
 
 class League:
@@ -205,7 +216,10 @@ class League:
         return [max((1.0 - self.records[n].p_win()) ** power, floor) for n in names]
 
     def draw(self) -> str:
-        """One opponent by prioritized fictitious self-play (under the lock)."""
+        """One opponent: the latest self, or one by prioritized fictitious self-play (under the
+        lock)."""
+        if self.config.latest > 0 and self._rng.random() < self.config.latest:
+            return LATEST
         selves = list(self.snapshots)
         use_selves = bool(selves) and (not self.anchors or self._rng.random() < self.config.self_play)
         names = selves if use_selves else self.anchors
@@ -231,14 +245,15 @@ class League:
                 if state.player is not None:
                     self._credit(state, results[:, a:b], first[a:b])
                 state.held += 1
-                rated = state.player is not None and state.player in self.records
-                if rated and state.held < self.config.hold_chunks:
+                # A snapshot that left the pool is switched away from at once.
+                playing = state.player == LATEST or (state.player is not None and state.player in self.records)
+                if playing and state.held < self.config.hold_chunks:
                     continue
-                if rated and state.pending is None:  # time is up: let the running episodes end
+                if playing and state.pending is None:  # time is up: let the running episodes end
                     state.pending = torch.ones(b - a, dtype=torch.bool)
-                if rated and state.pending is not None and bool(state.pending.any()):
+                if playing and state.pending is not None and bool(state.pending.any()):
                     continue
-                self._switch(opponent, g, state)
+                self._switch(opponent, g, state, getattr(actor, "policy", None))
                 restart[a:b] = True
         if bool(restart.any()):
             actor.restart_envs(restart.to(actor.device))
@@ -256,14 +271,22 @@ class League:
         if record is not None:  # a snapshot that left the pool is no longer rated
             record.add(w, d, l_, self.config.window_games)
 
-    def _switch(self, opponent: GroupedOpponent, g: int, state: GroupState) -> None:
-        """Draw group ``g``'s next opponent and load it (under the lock)."""
+    def _switch(self, opponent: GroupedOpponent, g: int, state: GroupState,
+                latest: torch.nn.Module | None) -> None:
+        """Draw group ``g``'s next opponent and load it (under the lock). ``latest`` is the
+        actor's own policy (``None`` for an actor process's mirror, whose process copies its own
+        when told to play :data:`LATEST`)."""
         new = self.draw()
         state.held, state.pending, state.player = 0, None, new
-        if new in self.snapshots:
+        state.draws += 1
+        if new in self.snapshots or new == LATEST:
             slot = opponent.candidates[g][POLICY]
             assert isinstance(slot, PolicyAgent)
-            slot.policy.load_state_dict(self.snapshots[new])  # copied into its weights
+            if new == LATEST:
+                if latest is not None:
+                    copy_weights(slot.policy, latest)
+            else:
+                slot.policy.load_state_dict(self.snapshots[new])  # copied into its weights
             opponent.assign(g, POLICY)
         else:
             opponent.assign(g, new)
@@ -272,6 +295,13 @@ class League:
         """Each actor's groups' current opponents."""
         with self._lock:
             return {a: [s.player for s in states] for a, (_, states) in self._groups.items()}
+
+    def draws_of(self, actor_id: int) -> list[tuple[str | None, int]]:
+        """An actor's groups' current opponents, each with the number of draws that group has
+        made (a new number is a new opponent, even when the name is :data:`LATEST` again)."""
+        with self._lock:
+            known = self._groups.get(actor_id)
+            return [] if known is None else [(s.player, s.draws) for s in known[1]]
 
     # ------------------------------------------------------------------ ratings
     def refit(self) -> dict[str, float]:

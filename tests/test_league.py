@@ -18,7 +18,7 @@ from monitoring.exporter import exposition
 from pipeline.cli import parse_config
 from pipeline.config import LeagueConfig, resolve
 from pipeline.launch import main, run
-from pipeline.league import LEARNER, League, Record
+from pipeline.league import LATEST, LEARNER, POLICY, League, Record
 from sim import ObsLayout, SimConfig
 
 LAYOUT = ObsLayout.from_config(SimConfig())
@@ -97,6 +97,55 @@ def test_self_play_mixes_past_selves_and_anchors(tmp_path):
     lg.add_snapshot("v10", {"w": torch.zeros(1)})
     draws = [lg.draw() for _ in range(4000)]
     assert draws.count("v10") / 4000 == pytest.approx(0.75, abs=0.03)
+
+
+def test_the_latest_self_is_drawn_first_and_never_joins_the_pool(tmp_path):
+    lg = league(tmp_path, anchors=["crank"], self_play=0.5, latest=0.25)
+    lg.add_snapshot("v10", {"w": torch.zeros(1)})
+    draws = [lg.draw() for _ in range(4000)]
+    assert draws.count(LATEST) / 4000 == pytest.approx(0.25, abs=0.03)
+    assert draws.count("v10") / 4000 == pytest.approx(0.375, abs=0.03)  # half of the rest
+    assert LATEST not in lg.records and LATEST not in lg.players()
+    plain = league(tmp_path, anchors=["crank"], self_play=0.5)  # latest = 0: the same draws as before
+    plain.add_snapshot("v10", {"w": torch.zeros(1)})
+    again = league(tmp_path, anchors=["crank"], self_play=0.5, latest=0.0)
+    again.add_snapshot("v10", {"w": torch.zeros(1)})
+    assert [plain.draw() for _ in range(200)] == [again.draw() for _ in range(200)]
+
+
+def test_the_latest_self_plays_the_actors_current_weights_unrated(tmp_path):
+    """A group that draws the latest self copies the actor's policy into its policy slot at the
+    draw (a later draw takes the newer weights), holds it like any opponent, and credits its
+    games to nobody."""
+    from learner import ActionSpec, ActorCritic
+
+    def make_policy():
+        return ActorCritic(LAYOUT.size, ActionSpec.for_sim(SimConfig()), (8,))
+
+    lg = League(LeagueConfig(anchors=["crank"], latest=1.0, hold_chunks=1, groups_per_actor=1), tmp_path / "league",
+                seed=0, make_policy=make_policy)
+    seat = _Seat(2)
+    seat.policy = make_policy()
+    seat.opponent = lg.make_opponent(2, lambda name, n, s: scripted(name, n, s), seat.device, 0, False)
+    slot = seat.opponent.candidates[0][POLICY].policy
+
+    def same(a, b) -> bool:
+        return all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True))
+
+    lg.before_chunk(seat)
+    assert seat.opponent.current == [POLICY] and lg.assignments() == {0: [LATEST]}
+    assert same(slot, seat.policy) and slot is not seat.policy
+    with torch.no_grad():
+        for p in seat.policy.parameters():
+            p.add_(1.0)  # the learner moves on; the group keeps the weights it drew
+    assert not same(slot, seat.policy)
+    lg.before_chunk(seat)  # hold over: the group drains, keeping its opponent
+    assert not same(slot, seat.policy) and lg.draws_of(0) == [(LATEST, 1)]
+    seat.end([0, 1])
+    lg.before_chunk(seat)  # drained: a new draw takes the newer weights
+    assert same(slot, seat.policy)
+    assert lg.draws_of(0) == [(LATEST, 2)]
+    assert lg.records["crank"].games == 0 and lg.standing() == {}
 
 
 def test_the_pool_keeps_the_newest_snapshots(tmp_path):
@@ -289,6 +338,7 @@ def test_a_league_plays_every_group_in_the_actors(tmp_path):
     (["--set", "league.groups_per_actor=3"], "league.groups_per_actor (3) must divide actors.envs_per_actor (8)"),
     (["--set", "league.anchors=['nobody']"], "unknown agent 'nobody'"),
     (["--set", "league.self_play=1.5"], "league.self_play must be in [0, 1]"),
+    (["--set", "league.latest=-0.1"], "league.latest must be in [0, 1]"),
     (["--set", "league.snapshot_clock=seconds"], "league.snapshot_clock must be one of learning, updates"),
 ])
 def test_a_league_that_cannot_play_is_refused(tmp_path, capsys, extra, message):

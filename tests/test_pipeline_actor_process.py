@@ -181,8 +181,9 @@ def test_league_with_actor_processes_sync(tmp_path):
     result = run(resolve(parse_config(flags(
         tmp_path, "--opponent", "league", "--sync", "--total-steps", "2048",
         "--set", "league.groups_per_actor=2", "--set", "league.hold_chunks=2",
-        "--set", "league.snapshot_every=4", "--set", 'league.anchors=["straight", "random"]')), "cpu"))
-    assert result.exit_code == 0
+        "--set", "league.snapshot_every=4", "--set", 'league.anchors=["straight", "random"]',
+        "--set", "league.latest=0.25")), "cpu"))
+    assert result.exit_code == 0 and result.failures == 0
     s = result.ring
     assert s.produced_samples == s.consumed_samples + s.dropped_samples + s.in_flight_samples
     league = json.loads((tmp_path / "run" / "league" / "league.json").read_text())
@@ -190,6 +191,44 @@ def test_league_with_actor_processes_sync(tmp_path):
     played = [n for n, r in league["records"].items() if r["wins"] + r["draws"] + r["losses"]]
     assert len(played) >= 2, league["records"]  # results came back per group, credited per opponent
     assert children() <= before
+
+
+def test_an_actor_process_plays_its_own_replica_as_the_latest_self(tmp_path):
+    """The mirror sends "latest" (not weights) for each new draw of the latest self, and the
+    process copies its own replica of the learning policy into the group's policy slot."""
+    from learner import ActorCritic
+    from pipeline.actor_process import _apply_league, make_sim_actor
+    from pipeline.league import LATEST, POLICY, League
+    from sim import ObsLayout
+
+    config = resolve(parse_config(flags(
+        tmp_path, "--opponent", "league", "--set", "league.groups_per_actor=2",
+        "--set", "league.hold_chunks=1", "--set", "league.latest=1.0")), "cpu")
+    parts = build(config, Metrics(), tmp_path / "run")
+    try:
+        mirror, league = parts.actors[0], parts.league
+        assert isinstance(mirror, ProcessActor) and league is not None
+        league.before_chunk(mirror)
+        changes = mirror._league_changes()
+        assert changes is not None and changes[0] == [[POLICY, LATEST], [POLICY, LATEST]]
+        league.before_chunk(mirror)  # the groups drain (nothing has ended): no new draw
+        assert mirror._league_changes()[0] == [None, None]
+    finally:
+        parts.close()
+    layout = ObsLayout.from_config(config.sim)
+    policy = ActorCritic(layout.size, parts.learner.policy.action_spec, config.ppo.hidden_sizes)
+    with torch.no_grad():
+        for p in policy.parameters():
+            p.normal_()
+    in_process = make_sim_actor(config, layout, torch.device("cpu"), 0, 0, policy,
+                                League(config.league, tmp_path, 0, lambda: ActorCritic(
+                                    layout.size, policy.action_spec, config.ppo.hidden_sizes)))
+    _apply_league(in_process, changes)
+    for g in range(2):
+        slot = in_process.opponent.candidates[g][POLICY].policy
+        assert in_process.opponent.current[g] == POLICY and slot is not policy
+        for a, b in zip(slot.state_dict().values(), policy.state_dict().values(), strict=True):
+            assert torch.equal(a, b)
 
 
 def test_async_league_sends_snapshots_larger_than_the_pipe_buffer(tmp_path):
