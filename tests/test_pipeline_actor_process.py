@@ -83,14 +83,16 @@ def flags(tmp_path: Path, *extra: str) -> list[str]:
 
 
 def children() -> set[int]:
-    """Live processes whose parent is this one."""
+    """Live processes whose parent is this one, but multiprocessing's resource tracker (started
+    by the first spawned process, it stays for the life of the test process)."""
     out = set()
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes()
         except OSError:
             continue
-        if int(fields[1]) == os.getpid() and fields[0] != "Z":
+        if int(fields[1]) == os.getpid() and fields[0] != "Z" and b"resource_tracker" not in cmdline:
             out.add(int(stat.parent.name))
     return out
 
