@@ -246,7 +246,7 @@ class League:
                     self._credit(state, results[:, a:b], first[a:b])
                 state.held += 1
                 # A snapshot that left the pool is switched away from at once.
-                playing = state.player == LATEST or (state.player is not None and state.player in self.records)
+                playing = state.player == LATEST or state.player in self.records
                 if playing and state.held < self.config.hold_chunks:
                     continue
                 if playing and state.pending is None:  # time is up: let the running episodes end
@@ -282,11 +282,10 @@ class League:
         if new in self.snapshots or new == LATEST:
             slot = opponent.candidates[g][POLICY]
             assert isinstance(slot, PolicyAgent)
-            if new == LATEST:
-                if latest is not None:
-                    copy_weights(slot.policy, latest)
-            else:
+            if new in self.snapshots:
                 slot.policy.load_state_dict(self.snapshots[new])  # copied into its weights
+            elif latest is not None:
+                copy_weights(slot.policy, latest)
             opponent.assign(g, POLICY)
         else:
             opponent.assign(g, new)
