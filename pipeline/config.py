@@ -207,6 +207,11 @@ class LeagueConfig:
     rate is constant. Measured in bench/RESULTS.md, "Snapshots spaced by learning": it makes
     the final policy the clear top of its pool, but has not yet kept every scripted opponent
     beaten in the same run, so it is not the default."""
+    snapshot_until: float = 1.0
+    """Fraction of the run's updates (``ppo.total_updates``) after which no snapshot is taken:
+    the pool is frozen for the rest of the run, so the final policy has that stretch of
+    learning on its newest past self instead of a near copy of itself in the pool. 1 keeps
+    snapshotting to the end."""
     max_snapshots: int = 8
     """Snapshots kept (the oldest leave the pool and ``RUN/league/``)."""
     self_play: float = 0.2
@@ -616,6 +621,8 @@ def _validate_league(config: PipelineConfig) -> None:
     for name in ("self_play", "latest"):
         if not 0.0 <= getattr(league, name) <= 1.0:
             raise ConfigError(f"league.{name} must be in [0, 1], got {getattr(league, name)}")
+    if not 0.0 < league.snapshot_until <= 1.0:
+        raise ConfigError(f"league.snapshot_until must be in (0, 1], got {league.snapshot_until}")
     if league.pfsp_power < 0:
         raise ConfigError(f"league.pfsp_power must be >= 0, got {league.pfsp_power}")
     if not 0.0 < league.pfsp_floor <= 1.0:

@@ -192,9 +192,12 @@ class League:
 
     def maybe_snapshot(self, learner: Any) -> Path | None:
         """Freeze the learner into the pool each time its learning on ``snapshot_clock`` passes
-        another multiple of ``snapshot_every`` (learner thread)."""
+        another multiple of ``snapshot_every``, until ``snapshot_until`` of the run's updates
+        (learner thread)."""
         version = int(learner.policy_version)
         if version <= 0 or version == self._last_snapshot_version:
+            return None
+        if version > self.config.snapshot_until * learner.config.total_updates:
             return None
         every = self.config.snapshot_every
         last = max(self._last_snapshot_version, 0)

@@ -190,6 +190,26 @@ def test_snapshots_can_be_spaced_by_learning_instead_of_updates(tmp_path, anneal
     assert snapshot_versions(resumed, learner, range(40, 101)) == [55, 91]
 
 
+def test_the_pool_is_frozen_after_snapshot_until(tmp_path):
+    from learner import ActionSpec, PPOConfig, PPOLearner
+    learner = PPOLearner(PPOConfig(hidden_sizes=(4,), total_updates=100), 6, ActionSpec("multi_discrete", nvec=(3, 2)))
+    lg = league(tmp_path / "a", snapshot_every=10, snapshot_clock="updates", max_snapshots=20,
+                snapshot_until=0.55)
+    assert snapshot_versions(lg, learner, range(1, 101)) == [10, 20, 30, 40, 50]
+    assert sorted(p.name for p in (tmp_path / "a" / "league").glob("ckpt_*.pt")) == [
+        f"ckpt_{v:09d}.pt" for v in (10, 20, 30, 40, 50)]
+    # On the learning clock too: the cut is in updates, whatever the clock counts.
+    lg = league(tmp_path / "b", snapshot_every=10, max_snapshots=20, snapshot_clock="learning",
+                snapshot_until=0.5)
+    assert snapshot_versions(lg, learner, range(1, 101)) == [11, 23, 37]
+    # A resumed run stays frozen.
+    lg.save()
+    resumed = league(tmp_path / "b", snapshot_every=10, max_snapshots=20, snapshot_clock="learning",
+                     snapshot_until=0.5)
+    resumed.load()
+    assert snapshot_versions(resumed, learner, range(60, 101)) == []
+
+
 def test_ratings_order_the_players_by_their_results(tmp_path):
     lg = league(tmp_path, anchors=["crank", "random"])
     lg.records["crank"].add(20, 0, 80, window=10_000)
@@ -339,6 +359,7 @@ def test_a_league_plays_every_group_in_the_actors(tmp_path):
     (["--set", "league.anchors=['nobody']"], "unknown agent 'nobody'"),
     (["--set", "league.self_play=1.5"], "league.self_play must be in [0, 1]"),
     (["--set", "league.latest=-0.1"], "league.latest must be in [0, 1]"),
+    (["--set", "league.snapshot_until=0"], "league.snapshot_until must be in (0, 1]"),
     (["--set", "league.snapshot_clock=seconds"], "league.snapshot_clock must be one of learning, updates"),
 ])
 def test_a_league_that_cannot_play_is_refused(tmp_path, capsys, extra, message):
