@@ -14,12 +14,16 @@ learning-rate schedule), keeping a checkpoint every ``--checkpoint-s`` seconds; 
 Targets: ≥ 95 % wins against ``crank`` and ``random``, ≥ 99 % against straight, pursuit and
 shooter, the final policy top rated, in at most 30 minutes on a 2-core CPU.
 
-The run is the launcher's default league and recipe with three changes for its longer budget
-(:data:`BENCH_RECIPE`, measured in bench/RESULTS.md, "The league bench with the sim's recipe"
-and "A longer horizon"): a 128×128 network, which does not lose its grip on ``crank`` late in
-the run as the 64×64 one did; half the groups against past selves, so the final policy is not
-beaten by an earlier one; and γ = 0.995, a 100-s horizon at 2 decisions a second, so a fighter
-goes after an enemy that has spent its missiles and self-play fights are fought, not drawn.
+The run is the launcher's default league and recipe with these changes for its longer budget
+(:data:`BENCH_RECIPE`, measured in bench/RESULTS.md, "The league bench with the sim's recipe",
+"A longer horizon" and "The pool frozen for the last third of the run"): a 128×128 network,
+which does not lose its grip on ``crank`` late in the run as the 64×64 one did; half the groups
+against past selves; γ = 0.995, a 100-s horizon at 2 decisions a second, so a fighter goes
+after an enemy that has spent its missiles; all five scripted fighters as anchors, so none is
+forgotten; PFSP weights ``(1 − p_win)^0.5``, under which the anchors the learner beats less
+often (``crank``, ``random``) keep more of the games than the floor leaves them at power 1; and
+no snapshot after two thirds of the updates, so the final policy has the last third of the run
+to outgrow its newest past self instead of tying a near copy of itself in the round robin.
 ``--set`` overrides any of them.
 
     python bench/learn_league.py                 # the full bench
@@ -46,7 +50,9 @@ from pipeline import evaluate as evaluate_cli
 from pipeline.launch import main as launch
 
 LADDER = ("straight", "pursuit", "shooter")
-BENCH_RECIPE = ("ppo.hidden_sizes=[128,128]", "league.self_play=0.5", "ppo.gamma=0.995")
+BENCH_RECIPE = ("ppo.hidden_sizes=[128,128]", "league.self_play=0.5", "ppo.gamma=0.995",
+                "league.anchors=['crank','shooter','random','pursuit','straight']",
+                "league.pfsp_power=0.5", "league.snapshot_until=0.6667")
 OPPONENTS = ("crank", "random", *LADDER)
 
 
