@@ -1,9 +1,9 @@
 """The Gymnasium actor: a vector env of any Gymnasium environment, a policy replica, ring slots.
 
-Beside :class:`actors.actor.SimActor`, it fills the same ring slots with the same rollout
+Beside :class:`actors.sim_actor.SimActor`, it fills the same ring slots with the same rollout
 schema from any ``gymnasium.vector.VectorEnv`` that resets in the same step
 (``AutoresetMode.SAME_STEP``: the final observation of an episode is in
-``infos["final_obs"]``): :class:`actors.process_vec_env.ProcessVecEnv` worker processes, or an
+``infos["final_obs"]``): :class:`actors.workers.process_vec_env.ProcessVecEnv` worker processes, or an
 in-process ``SyncVectorEnv``. Box observations (flattened), Discrete, MultiDiscrete and 1-D Box
 actions. Its episode statistics are returns and lengths (there is no winner).
 """
@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from actors.actor import ChunkInterrupted, ContractViolation, Policy, StepTargets
+from actors.sim_actor import ChunkInterrupted, ContractViolation, Policy, StepTargets
 from agents.base import seeded_generator
 from core.schema import Rollout, RolloutSpec
 from monitoring import span

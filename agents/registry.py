@@ -1,7 +1,7 @@
 """Build an agent from a command-line spec: a scripted name or an import path.
 
 Checkpoints are the third kind of spec, but loading one needs the learner (a floor above this
-package), so ``pipeline.plugins.make_agent`` handles them and hands every other spec to
+package), so ``pipeline.config.specs.make_agent`` handles them and hands every other spec to
 :func:`make_agent` here."""
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def make_agent(
       it is called with those of ``num_envs``, ``layout``, ``device``, ``seed``,
       ``action_mode``, ``sim_config`` that its signature accepts.
 
-    A checkpoint spec raises ``ValueError``: ``pipeline.plugins.make_agent`` loads those
+    A checkpoint spec raises ``ValueError``: ``pipeline.config.specs.make_agent`` loads those
     (``deterministic`` only matters there; it is taken here so both share one signature).
     """
     if not isinstance(spec, str) or not spec.strip():
@@ -88,7 +88,7 @@ def make_agent(
     if looks_like_checkpoint(spec):
         raise ValueError(
             f"agent spec {spec!r} is a checkpoint: checkpoints are loaded by "
-            "pipeline.plugins.make_agent, not agents.registry.make_agent"
+            "pipeline.config.specs.make_agent, not agents.registry.make_agent"
         )
     if ":" in spec:
         factory = load_object(spec)
@@ -97,6 +97,6 @@ def make_agent(
         return _construct(factory, kwargs, spec)
     raise ValueError(
         f"unknown agent {spec!r}: expected one of {', '.join(SCRIPTED)}, a checkpoint path "
-        "(.pt file or folder with latest.pt; pipeline.plugins.make_agent loads those) or an "
+        "(.pt file or folder with latest.pt; pipeline.config.specs.make_agent loads those) or an "
         "import path 'package.module:ClassName'"
     )

@@ -18,7 +18,7 @@ from agents.base import BaseAgent
 from sim.autopilot import pursuit_actions
 from sim.config import SimConfig
 from sim.layout import CLOSING_SCALE_MPS, MISSILE_SPEED_SCALE_MPS, RANGE_SCALE_M, ObsLayout
-from sim.spacetime import SPENT_SPEED_MPS, MissileTables, missile_tables, own_reach_straight
+from sim.reach.spacetime import SPENT_SPEED_MPS, MissileTables, missile_tables, own_reach_straight
 
 
 @lru_cache(maxsize=8)
@@ -143,7 +143,7 @@ class ShooterConfig:
 
 class ShooterAgent(ScriptedAgent):
     """Pure pursuit at full throttle; fires when the enemy is inside the missile's reach for the
-    current geometry (:func:`sim.spacetime.reach_straight`, times ``reach_fraction``) and within
+    current geometry (:func:`sim.reach.spacetime.reach_straight`, times ``reach_fraction``) and within
     30° off the nose, with one own missile in flight at a time. Never evades."""
 
     def __init__(self, *args, config: ShooterConfig | None = None, **kwargs):

@@ -33,13 +33,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from actors.actor import SimActor
+from actors.sim_actor import SimActor
 from agents.scripted import ScriptedAgent
 from core.schema import RolloutSpec
 from learner import ActionSpec, ActorCritic, PPOConfig
 from pipeline.config import pick_device
-from pipeline.plugins import make_agent
-from pipeline.ring import RolloutRing
+from pipeline.config.specs import make_agent
+from pipeline.transport.ring import RolloutRing
 from rewards import make_reward
 from sim import ObsLayout, SimConfig
 

@@ -85,8 +85,8 @@ def pipeline_row(total: int, seed: int, loop_s_to_475: float) -> None:
     4 actors × 4 envs × 32 steps, 4 chunks a batch), in this run."""
     import tempfile
 
-    from pipeline.cli import parse_config
     from pipeline.config import resolve
+    from pipeline.config.flags import parse_config
     from pipeline.launch import run
 
     with tempfile.TemporaryDirectory() as tmp:

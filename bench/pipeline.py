@@ -33,8 +33,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline.cli import parse_config
 from pipeline.config import pick_device, resolve
+from pipeline.config.flags import parse_config
 from pipeline.launch import run
 
 

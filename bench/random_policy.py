@@ -31,8 +31,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import sim  # noqa: F401  (registers Midrange-v0)
+from pipeline.envs.midrange import DEFAULT_OPPONENT
 from pipeline.evaluate import wilson_interval
-from pipeline.midrange_gym import DEFAULT_OPPONENT
 from sim.kernels import END_REASONS
 
 

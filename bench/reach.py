@@ -1,6 +1,6 @@
-"""The reach estimate (sim/spacetime.py, sim/reach.py) against the simulated missile, one run.
+"""The reach estimate (sim/reach/spacetime.py, sim/reach/tables.py) against the simulated missile, one run.
 
-Ground truth (sim/reach_truth.py): for every geometry, shots at a grid of ranges are fired in one
+Ground truth (sim/reach/truth.py): for every geometry, shots at a grid of ranges are fired in one
 batched sim (the sim's own launch, guidance, integration, hit test and loss rules, one physics
 step per decision), shooter and target flying straight (throttle trimmed to hold speed), or the
 target turning away at full rudder and full throttle, and the largest range that hits is
@@ -27,9 +27,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sim import BatchedSim, SimConfig
-from sim.reach import reach_tables
-from sim.reach_truth import measure_reach
-from sim.spacetime import missile_tables, reach_features, reach_straight, reach_turning_away
+from sim.reach.spacetime import missile_tables, reach_features, reach_straight, reach_turning_away
+from sim.reach.tables import reach_tables
+from sim.reach.truth import measure_reach
 
 GEOMETRIES = (
     # name, aspect of the target's heading to the line of sight (deg; 180 = at the shooter), escape

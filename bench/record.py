@@ -1,5 +1,5 @@
 """What recording costs the batched sim: decision steps per second of a ``BatchedSim`` with and
-without a :class:`sim.recorder.Recorder` on a few of its environments, in the same run.
+without a :class:`sim.replay.recorder.Recorder` on a few of its environments, in the same run.
 
 Random actions (fire with probability 0.05), drawn in advance; the recorder writes every
 episode of its environments into replay files in a temporary folder (the host copy and the
@@ -23,10 +23,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline.recording import replay_header
+from pipeline.evaluation.recording import replay_header
 from sim import BatchedSim, SimConfig
-from sim.recorder import Recorder
-from sim.replay_format import ReplayWriter
+from sim.replay.format import ReplayWriter
+from sim.replay.recorder import Recorder
 
 
 def _run(envs: int, record: int, steps: int, chunk: int, actions: list[torch.Tensor], folder: Path) -> tuple[float, int]:

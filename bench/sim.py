@@ -1,7 +1,7 @@
 """Simulator throughput: the batched sim (eager and compiled) against two baselines, one run.
 
 Baselines, measured in the same run on the same machine:
-- ``reference``: the scalar reference simulator (sim/reference.py) stepped in a Python loop in
+- ``reference``: the scalar reference simulator (sim/reference/scalar.py) stepped in a Python loop in
   one process, both fighters acting;
 - ``async2``: the reference wrapped as a Gymnasium env (red against pursuit) in
   ``gymnasium.vector.AsyncVectorEnv`` with 2 worker processes (the SubprocVecEnv approach).
@@ -12,7 +12,7 @@ reference loop; only red acts in the Gymnasium baseline). Actions are random (fi
 probability 0.05 per decision), drawn in advance so their generation is not timed.
 
 Backends (``--backend``): ``torch`` rows run the tensor-op path eager and compiled; the
-``native`` row runs the CPU kernel of sim/native.py (CPU only). By default the CPU runs all three.
+``native`` row runs the CPU kernel of sim/native/ (CPU only). By default the CPU runs all three.
 
 Work (``--peer-work``): the default model (6 missiles per fighter, 5 physics steps of 0.1 s per
 decision, 81 observation floats per side), or the work of the peer platform's Warp kernel that
@@ -42,7 +42,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sim import BatchedSim, SimConfig
-from sim.reference import ReferenceSim
+from sim.reference.scalar import ReferenceSim
 from sim.scenarios import initial_conditions
 
 FIRE_P = 0.05
@@ -155,7 +155,7 @@ def bench_async_vector_env(min_time_s: float, workers: int = 2) -> dict[str, flo
     """The reference as a Gymnasium env in AsyncVectorEnv with ``workers`` processes."""
     import gymnasium
 
-    from sim.reference_gym import make_reference_env
+    from sim.reference.gym import make_reference_env
 
     config = SimConfig()
     env = gymnasium.vector.AsyncVectorEnv([make_reference_env] * workers)

@@ -1,10 +1,10 @@
 """Env-steps per second of process-worker vector envs, every implementation in one run.
 
-Rows, each on (a) ``CartPole-v1`` and (b) the scalar reference duel (``sim/reference_gym.py``,
+Rows, each on (a) ``CartPole-v1`` and (b) the scalar reference duel (``sim/reference/gym.py``,
 red against pursuit, ``time_scale=4``: 20 physics steps, about a millisecond per env-step in
 pure Python), at 16 and 64 envs, random actions drawn beforehand:
 
-- ``ours sync``: :class:`actors.process_vec_env.ProcessVecEnv`, ``step()`` of all envs;
+- ``ours sync``: :class:`actors.workers.process_vec_env.ProcessVecEnv`, ``step()`` of all envs;
 - ``ours async``: the same pool with ``batch_size = envs / 2``: ``recv()`` the first half that
   is ready, ``send()`` its next actions (EnvPool style);
 - ``SyncVectorEnv``: gymnasium's, in this process (same-step autoreset);
@@ -55,7 +55,7 @@ def env_fn(env: str) -> Callable[[], Any]:
         import gymnasium
 
         return functools.partial(gymnasium.make, "CartPole-v1")
-    from sim.reference_gym import make_reference_env
+    from sim.reference.gym import make_reference_env
 
     return functools.partial(make_reference_env, time_scale=SLOW_TIME_SCALE)
 
@@ -91,7 +91,7 @@ class Stepper:
 
 def make_ours(env: str, n: int, batched: bool) -> Stepper:
     """ProcessVecEnv: ``step()`` of all envs, or (batched) ``recv()`` half and ``send()`` it on."""
-    from actors.process_vec_env import ProcessVecEnv
+    from actors.workers.process_vec_env import ProcessVecEnv
 
     pool = ProcessVecEnv("CartPole-v1" if env == "cartpole" else env_fn(env), n,
                          batch_size=n // 2 if batched else None)

@@ -18,9 +18,9 @@ import torch.distributed as dist
 
 from learner.batch import RolloutBatch
 from learner.checkpoint import save_checkpoint
-from learner.config import PPOConfig
 from learner.distributed import init_from_env, rank, shutdown, world_size
 from learner.ppo import PPOLearner
+from learner.ppo_config import PPOConfig
 from learner.spaces import ActionSpec
 
 

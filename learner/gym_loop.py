@@ -17,8 +17,8 @@ import numpy as np
 import torch
 
 from learner.batch import RolloutBatch
-from learner.config import PPOConfig
 from learner.ppo import PPOLearner
+from learner.ppo_config import PPOConfig
 from learner.spaces import ActionSpec
 
 

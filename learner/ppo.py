@@ -19,9 +19,9 @@ from torch import Tensor
 
 from learner.advantages import compute_gae, compute_vtrace
 from learner.batch import RolloutBatch
-from learner.config import PPOConfig
 from learner.distributed import GradientAllReducer, all_reduce_mean_, broadcast_module, rank
 from learner.network import ActorCritic
+from learner.ppo_config import PPOConfig
 from learner.spaces import ActionSpec
 
 _STAT_NAMES = ("loss_policy", "loss_value", "entropy", "approx_kl", "clip_fraction", "grad_norm")

@@ -40,7 +40,7 @@ OUTCOMES = ("win", "draw", "loss")
 """Episode outcomes, from the learning side's point of view."""
 
 class RingLike(Protocol):
-    """What :meth:`Metrics.watch_ring` needs: ``stats()`` returning ``pipeline.ring.RingStats``
+    """What :meth:`Metrics.watch_ring` needs: ``stats()`` returning ``pipeline.transport.ring.RingStats``
     (or any object with its fields)."""
 
     def stats(self) -> Any:

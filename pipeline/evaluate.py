@@ -5,7 +5,7 @@ plays ``A`` against each opponent and prints win / draw / loss rates with Wilson
 and the mean episode length; ``--round-robin A,B,C`` plays every pair and rates all entrants by a
 maximum-likelihood Bradley–Terry (Elo) fit. An entrant is a scripted name, a checkpoint (file,
 checkpoints folder or run directory) or an import path ``package.module:ClassName`` (see
-:func:`pipeline.plugins.make_agent`). Bad input (an unusable entrant, device or ``--json`` path)
+:func:`pipeline.config.specs.make_agent`). Bad input (an unusable entrant, device or ``--json`` path)
 is found before the first match and reported as one line, exit status 2.
 
 Fairness and determinism: a match of ``E`` episodes draws ``ceil(E / 2)`` starts from the
@@ -30,15 +30,15 @@ from pathlib import Path
 import torch
 
 from agents import BaseAgent
+from core.command import run_command
 from learner.checkpoint import (
     list_checkpoints,
     read_checkpoint,
     resolve_checkpoint_path,
     temporary_path,
 )
-from pipeline.command import run_command
-from pipeline.plugins import make_agent
-from pipeline.recording import MatchRecorder
+from pipeline.config.specs import make_agent
+from pipeline.evaluation.recording import MatchRecorder
 from sim import BatchedSim, ObsLayout, SimConfig
 from sim.kernels import END_REASONS
 
@@ -229,7 +229,7 @@ def bradley_terry(
 
 
 LEAGUE_STATE = "league.json"
-"""The file that marks a folder as a league's pool (``pipeline.league``)."""
+"""The file that marks a folder as a league's pool (``pipeline.league.matchmaking``)."""
 
 
 def expand_pools(names: list[str]) -> list[str]:
@@ -501,8 +501,8 @@ def gym_env_of(agent: str) -> tuple[str, dict] | None:
 def _evaluate_on_gym(args: argparse.Namespace, env: tuple[str, dict]) -> dict:
     """A checkpoint trained on a Gymnasium env: its mean return on that env (the opponents
     and scenario options do not apply)."""
-    from pipeline.envs import EnvFactory
-    from pipeline.evaluate_gym import evaluate_returns
+    from pipeline.envs.choice import EnvFactory
+    from pipeline.evaluation.gym import evaluate_returns
 
     stats = evaluate_returns(args.agent, EnvFactory(env[0], env[1]), args.episodes, seed=args.seed,
                              deterministic=args.deterministic)

@@ -20,23 +20,23 @@ from pathlib import Path
 
 import torch
 
-from actors.actor import ContractViolation
+from actors.sim_actor import ContractViolation
 from learner import NonFiniteError
 from learner.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint_path
 from monitoring import Metrics
 from monitoring.exporter import Exporter, MetricsPortInUseError, start_exporter
 from monitoring.profiling import ProfileSession
-from pipeline.cli import parse_config
 from pipeline.config import ConfigError, PipelineConfig, resolve
-from pipeline.config_file import to_toml
-from pipeline.display import Display, make_display
-from pipeline.envs import EnvFactory, is_sim
-from pipeline.evaluate_gym import evaluate_returns
-from pipeline.loops import BatchIntake, Budget, Run, Scheduler, drive
-from pipeline.parts import RunParts, build, check_resources
-from pipeline.progress import RETURN_WINDOW_EPISODES, RunFailed, RunProgress
-from pipeline.ring import RingStats
-from pipeline.rundir import claim_run_dir, default_run_dir, run_dir_of
+from pipeline.config.files import to_toml
+from pipeline.config.flags import parse_config
+from pipeline.envs.choice import EnvFactory, is_sim
+from pipeline.evaluation.gym import evaluate_returns
+from pipeline.run.display import Display, make_display
+from pipeline.run.loops import BatchIntake, Budget, Run, Scheduler, drive
+from pipeline.run.parts import RunParts, build, check_resources
+from pipeline.run.progress import RETURN_WINDOW_EPISODES, RunFailed, RunProgress
+from pipeline.run.rundir import claim_run_dir, default_run_dir, run_dir_of
+from pipeline.transport.ring import RingStats
 
 
 @dataclass
@@ -90,7 +90,7 @@ def evaluate(checkpoint: Path, config: PipelineConfig, run_dir: Path | None = No
         return evaluate_returns(checkpoint, factory, config.run.eval_episodes,
                                 seed=config.run.seed + 1).line()
     from pipeline.evaluate import format_table, play_match
-    from pipeline.recording import MatchRecorder
+    from pipeline.evaluation.recording import MatchRecorder
 
     replays = run_dir / "replays" if run_dir is not None and config.run.eval_replays > 0 else None
     if replays is not None:

@@ -1,6 +1,6 @@
 """``python -m pipeline.plot RUN [RUN...] --png OUT``: learning curves of one or more runs.
 
-Reads each run's ``progress.csv`` (:mod:`pipeline.progress_log`) and draws, overlaid, the win
+Reads each run's ``progress.csv`` (:mod:`pipeline.run.progress_log`) and draws, overlaid, the win
 rate and the mean return against agent-steps (left) and against wall time (right), one line per
 run and opponent (a run on a Gymnasium env has returns only). Drawn with matplotlib (the
 ``viz`` extra). Bad input (a folder without ``progress.csv``, a file without rows, a missing
@@ -13,9 +13,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from pipeline.command import run_command
-from pipeline.progress_log import PROGRESS_FILE, read_progress
-from pipeline.replay_png import require_matplotlib, save_figure
+from core.command import run_command
+from pipeline.drawing.png import require_matplotlib, save_figure
+from pipeline.run.progress_log import PROGRESS_FILE, read_progress
 
 Curve = dict[str, list[float]]
 

@@ -1,16 +1,16 @@
 """``python -m pipeline.replay FILE [--png OUT] [--gif OUT] [--mp4 OUT] [--acmi OUT]``: look at a
 recorded fight (a replay written by ``pipeline.evaluate --record`` or a run's end-of-run
-evaluation into ``RUN/replays/``; format: :mod:`sim.replay_format`).
+evaluation into ``RUN/replays/``; format: :mod:`sim.replay.format`).
 
 Without an output option it prints the replay's header, outcome and events. Any number of
 outputs may be asked for in one call:
 
-- ``--png OUT``: the whole fight on one top-down picture (:mod:`pipeline.replay_png`);
+- ``--png OUT``: the whole fight on one top-down picture (:mod:`pipeline.drawing.png`);
 - ``--gif OUT`` / ``--mp4 OUT``: the fight animated with the ``render_mode`` drawing, threat
-  regions included (:mod:`pipeline.replay_video`; ``--fps``, ``--speed``, ``--size``);
-- ``--acmi OUT``: Tacview's text ACMI 2.2 (:mod:`pipeline.acmi`);
+  regions included (:mod:`pipeline.drawing.video`; ``--fps``, ``--speed``, ``--size``);
+- ``--acmi OUT``: Tacview's text ACMI 2.2 (:mod:`pipeline.drawing.acmi`);
 - ``--spacetime OUT``: the spacetime graph at one moment (``--at SECONDS``, default the first
-  launch; ``--own red|blue``), 3-D and from above (:mod:`pipeline.spacetime_plot`).
+  launch; ``--own red|blue``), 3-D and from above (:mod:`pipeline.drawing.spacetime`).
 
 Every output is one row of :data:`OUTPUTS` (its flag, what it needs installed, the function that
 writes it, and any options of its own), so a new kind of output is one more row. The replay is
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.command import run_command
-from sim.replay_format import Replay, ReplayError, load_replay
+from core.command import run_command
+from sim.replay.format import Replay, ReplayError, load_replay
 
 
 @dataclass(frozen=True)
@@ -75,21 +75,21 @@ def _video_options(p: argparse.ArgumentParser) -> None:
 
 
 def _png(replay: Replay, path: Path, args: argparse.Namespace) -> str:
-    from pipeline.replay_png import write_png
+    from pipeline.drawing.png import write_png
 
     write_png(replay, path)
     return "top-down picture"
 
 
 def _gif(replay: Replay, path: Path, args: argparse.Namespace) -> str:
-    from pipeline.replay_video import write_gif
+    from pipeline.drawing.video import write_gif
 
     n = write_gif(replay, path, fps=args.fps, speed=args.speed, size=args.size)
     return f"animation, {n} pictures"
 
 
 def _mp4(replay: Replay, path: Path, args: argparse.Namespace) -> str:
-    from pipeline.replay_video import require_ffmpeg, write_mp4
+    from pipeline.drawing.video import require_ffmpeg, write_mp4
 
     require_ffmpeg()
     n = write_mp4(replay, path, fps=args.fps, speed=args.speed, size=args.size)
@@ -97,7 +97,7 @@ def _mp4(replay: Replay, path: Path, args: argparse.Namespace) -> str:
 
 
 def _acmi(replay: Replay, path: Path, args: argparse.Namespace) -> str:
-    from pipeline.acmi import write_acmi
+    from pipeline.drawing.acmi import write_acmi
 
     write_acmi(replay, path)
     return "Tacview ACMI 2.2"
@@ -111,7 +111,7 @@ def _spacetime_options(p: argparse.ArgumentParser) -> None:
 
 
 def _spacetime(replay: Replay, path: Path, args: argparse.Namespace) -> str:
-    from pipeline.spacetime_plot import write_spacetime
+    from pipeline.drawing.spacetime import write_spacetime
 
     state = write_spacetime(replay, path, at_s=args.at, own=0 if args.own == "red" else 1)
     return f"spacetime graph at {state.t_s:.1f} s seen from {args.own}"

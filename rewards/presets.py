@@ -10,7 +10,7 @@ import torch
 from rewards.base import BaseReward, StepInfo, check_inputs
 from sim.config import SimConfig
 from sim.layout import RANGE_SCALE_M, ObsLayout
-from sim.spacetime import cached_tables, own_reach_turning_away
+from sim.reach.spacetime import cached_tables, own_reach_turning_away
 
 
 class ZeroReward(BaseReward):
@@ -47,7 +47,7 @@ class DrawReward(BaseReward):
 
 class WastedLaunchReward(BaseReward):
     """1 per own launch made while the enemy was beyond the missile's no-escape reach (the
-    reach against the enemy turning away at once, :func:`sim.spacetime.own_reach_turning_away`,
+    reach against the enemy turning away at once, :func:`sim.reach.spacetime.own_reach_turning_away`,
     from the observation the launch was decided on), else 0.
 
     A launch outside that reach can be outrun; ``--reward shaped+-0.1*wasted`` teaches a

@@ -1,7 +1,7 @@
 """The batched beyond-visual-range duel simulator (sim.md, sim/RULES.md).
 
 Importing ``sim`` registers the Gymnasium environment ``Midrange-v0``. Its entry points live in
-``pipeline.midrange_gym``, which builds the opponent and reward from the launcher's specs; the
+``pipeline.envs.midrange``, which builds the opponent and reward from the launcher's specs; the
 registry holds only their names, so nothing here imports a floor above ``sim`` (gymnasium
 imports that module when ``make`` is called).
 """
@@ -32,8 +32,8 @@ def _register() -> None:
     if "Midrange-v0" not in gymnasium.registry:
         gymnasium.register(
             id="Midrange-v0",
-            entry_point="pipeline.midrange_gym:make_env",
-            vector_entry_point="pipeline.midrange_gym:make_vector_env",
+            entry_point="pipeline.envs.midrange:make_env",
+            vector_entry_point="pipeline.envs.midrange:make_vector_env",
             max_episode_steps=None,
         )
 

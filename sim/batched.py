@@ -22,8 +22,8 @@ from sim.native import load as load_native
 from sim.native import load_error as native_load_error
 from sim.native import supports as native_supports
 from sim.observe import build_obs, observe_into
+from sim.reach.spacetime import cached_tables
 from sim.scenarios import initial_conditions_batch
-from sim.spacetime import cached_tables
 from sim.state import SimState
 
 
@@ -46,7 +46,7 @@ class StepResult:
 
 
 class SimObserver(Protocol):
-    """Something that watches the sim's state at two moments (e.g. :class:`sim.recorder.Recorder`).
+    """Something that watches the sim's state at two moments (e.g. :class:`sim.replay.recorder.Recorder`).
 
     Both calls come from inside :meth:`BatchedSim.step` / :meth:`BatchedSim.reset`, before any
     buffer is handed back; an observer must not change the state.
@@ -76,12 +76,12 @@ class BatchedSim:
             graph capture possible), off on the CPU, where resetting only the ended
             environments is cheaper. Both give identical results.
         backend: ``"torch"`` (tensor ops; any device, compilable and graph-capturable),
-            ``"native"`` (the C++ kernel of sim/native.py: CPU only, a whole decision per block
+            ``"native"`` (the C++ kernel of sim/native/: CPU only, a whole decision per block
             of environments, idle missile slots skipped; ``compile`` does not apply) or
             ``"auto"``: native on the CPU when the kernel builds and supports the config
             (else torch, with one warning line if the build failed), torch on every other
             device. ``$MIDRANGE_SIM_BACKEND=torch`` turns ``auto`` into torch. Both backends
-            pass the same parity suite against sim/reference.py; they agree to rounding.
+            pass the same parity suite against sim/reference/scalar.py; they agree to rounding.
     """
 
     def __init__(

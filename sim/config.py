@@ -137,7 +137,7 @@ class SimConfig:
     obs_reach: bool = False
     """Append the ``reach`` block to the observation: the own missile's reach against the enemy
     flying straight, the enemy's reach against me turning away, and the escape time margin
-    (sim/spacetime.py; sim/layout.py gives the scales)."""
+    (sim/reach/spacetime.py; sim/layout.py gives the scales)."""
 
     dtype: str = "float32"
     """Floating-point type of the state: ``"float32"`` or ``"float64"``."""

@@ -32,7 +32,7 @@ flight time / missile_max_flight_time_s, motor burning flag.
 
 ``time`` (1): fraction of episode time left, ``max(1 − t / max_time_s, 0)``.
 
-``reach`` (3, only with ``SimConfig.obs_reach``; sim/spacetime.py): the reach of an own missile
+``reach`` (3, only with ``SimConfig.obs_reach``; sim/reach/spacetime.py): the reach of an own missile
 launched now against the enemy flying straight / RANGE_SCALE, the reach of an enemy missile
 launched now against o turning away / RANGE_SCALE, and o's escape time margin /
 MARGIN_SCALE_S (positive: seconds until an enemy launch can no longer be outrun by turning

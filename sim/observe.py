@@ -13,7 +13,7 @@ from sim.layout import (
     RANGE_SCALE_M,
     SPEED_SCALE_MPS,
 )
-from sim.spacetime import MissileTables, cached_tables, reach_observation
+from sim.reach.spacetime import MissileTables, cached_tables, reach_observation
 from sim.state import SimState
 
 

@@ -7,12 +7,12 @@ import copy
 import pytest
 import torch
 
-from actors.actor import SimActor
+from actors.sim_actor import SimActor
 from agents import RandomAgent
 from agents.registry import make_agent
 from core.schema import RolloutSpec
 from learner import ActionSpec, ActorCritic
-from pipeline.ring import RolloutRing
+from pipeline.transport.ring import RolloutRing
 from rewards import make_reward
 from sim import BatchedSim, ObsLayout, SimConfig
 
@@ -96,7 +96,7 @@ def test_blue_learning_side():
 
 
 def test_new_weights_picked_up_between_chunks():
-    from pipeline.weights import WeightPublisher
+    from pipeline.transport.weights import WeightPublisher
 
     cfg = SimConfig()
     actor, _ = make_actor(cfg)

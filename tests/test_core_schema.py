@@ -12,11 +12,11 @@ import core.schema
 from core.schema import ROLLOUT_FIELDS, RolloutField, RolloutSpec
 from learner import PPOLearner, RolloutBatch
 from monitoring import Metrics
-from pipeline.cli import parse_config
 from pipeline.config import resolve
+from pipeline.config.flags import parse_config
 from pipeline.launch import run
-from pipeline.loops import BatchIntake
-from pipeline.parts import build
+from pipeline.run.loops import BatchIntake
+from pipeline.run.parts import build
 
 ARGV = ["--actor-processes", "off", "--actors", "2", "--envs-per-actor", "8", "--rollout-len", "4", "--opponent", "random",
         "--reward", "outcome", "--device", "cpu", "--display", "none", "--metrics-port", "-1",

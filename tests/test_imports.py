@@ -1,8 +1,8 @@
 """The import arrows point one way: no package imports from a floor above it or from a sibling on
 its own floor, ``monitoring`` stays beside the stack, and no two modules import each other.
 
-Floors, lowest first: ``core`` and ``sim`` (0) <- ``agents`` and ``rewards`` (1) <- ``actors``
-and ``learner`` (2) <- ``pipeline`` (3). ``monitoring`` imports nothing of ours but ``core`` and
+Floors, lowest first: ``core`` (0) <- ``sim`` (1) <- ``agents`` and ``rewards`` (2) <- ``actors``
+and ``learner`` (3) <- ``pipeline`` (4). ``monitoring`` imports nothing of ours but ``core`` and
 may be imported by ``actors``, ``learner`` and ``pipeline``. ``tests`` and ``bench`` may import
 anything and nothing imports them.
 
@@ -23,10 +23,11 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 FLOORS: dict[str, int] = {
-    "core": 0, "sim": 0,
-    "agents": 1, "rewards": 1,
-    "actors": 2, "learner": 2,
-    "pipeline": 3,
+    "core": 0,
+    "sim": 1,
+    "agents": 2, "rewards": 2,
+    "actors": 3, "learner": 3,
+    "pipeline": 4,
 }
 """The floor of each package of the stack."""
 
@@ -241,7 +242,7 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
 
 def test_checker_accepts_downward_imports_and_package_reexports(tmp_path: Path):
     root = _tree(tmp_path, {
-        "sim/state.py": "import torch\n",
+        "sim/state.py": "import torch\nfrom core.files import atomic_write\n",
         "agents/__init__.py": "from agents.base import Base\nfrom agents.scripted import Rule\n",
         "agents/base.py": "from sim.state import x\nfrom core import plugins\n",
         "agents/scripted.py": "from agents.base import Base\nfrom .base import Base as B\n",
@@ -255,22 +256,22 @@ def test_checker_accepts_downward_imports_and_package_reexports(tmp_path: Path):
 
 @pytest.mark.parametrize(("files", "expected"), [
     ({"agents/registry.py": "def f():\n    from learner.checkpoint import load\n"},
-     "agents/registry.py:2 -> learner.checkpoint (agents (floor 1) imports learner (floor 2))"),
+     "agents/registry.py:2 -> learner.checkpoint (agents (floor 2) imports learner (floor 3))"),
     ({"rewards/registry.py": "try:\n    import agents.registry\nexcept ImportError:\n    pass\n"},
-     "rewards/registry.py:2 -> agents.registry (rewards imports its floor-1 sibling agents)"),
+     "rewards/registry.py:2 -> agents.registry (rewards imports its floor-2 sibling agents)"),
     ({"actors/a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from learner import ppo\n",
       "learner/ppo.py": ""},
-     "actors/a.py:3 -> learner.ppo (actors imports its floor-2 sibling learner)"),
-    ({"sim/x.py": "from core import y\n"}, "sim/x.py:1 -> core (sim imports its floor-0 sibling core)"),
-    ({"monitoring/demo.py": "from pipeline.ring import Ring\n"},
-     "monitoring/demo.py:1 -> pipeline.ring (monitoring imports pipeline (only core))"),
+     "actors/a.py:3 -> learner.ppo (actors imports its floor-3 sibling learner)"),
+    ({"core/x.py": "from sim import y\n"}, "core/x.py:1 -> sim (core (floor 0) imports sim (floor 1))"),
+    ({"monitoring/demo.py": "from pipeline.transport.ring import Ring\n"},
+     "monitoring/demo.py:1 -> pipeline.transport.ring (monitoring imports pipeline (only core))"),
     ({"agents/x.py": "import monitoring\n"}, "agents/x.py:1 -> monitoring (agents imports monitoring)"),
-    ({"learner/x.py": "import importlib\nm = importlib.import_module('pipeline.ring')\n"},
-     "learner/x.py:2 -> pipeline.ring (learner (floor 2) imports pipeline (floor 3))"),
+    ({"learner/x.py": "import importlib\nm = importlib.import_module('pipeline.transport.ring')\n"},
+     "learner/x.py:2 -> pipeline.transport.ring (learner (floor 3) imports pipeline (floor 4))"),
     ({"pipeline/x.py": "from tests import helpers\n"},
      "pipeline/x.py:1 -> tests (pipeline imports tests, which only imports others)"),
     ({"sim/sub/deep.py": "from ...agents import base\n"},
-     "sim/sub/deep.py:1 -> agents (sim (floor 0) imports agents (floor 1))"),
+     "sim/sub/deep.py:1 -> agents (sim (floor 1) imports agents (floor 2))"),
 ])
 def test_checker_catches_a_planted_floor_violation(tmp_path: Path, files: dict[str, str], expected: str):
     assert check(_tree(tmp_path, files)) == [expected]

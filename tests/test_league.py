@@ -11,14 +11,14 @@ import torch
 from prometheus_client.parser import text_string_to_metric_families
 
 from agents.base import RandomAgent
-from agents.league import GroupedOpponent
+from agents.grouped import GroupedOpponent
 from agents.registry import make_agent
 from monitoring import Metrics
 from monitoring.exporter import exposition
-from pipeline.cli import parse_config
 from pipeline.config import LeagueConfig, resolve
+from pipeline.config.flags import parse_config
 from pipeline.launch import main, run
-from pipeline.league import LATEST, LEARNER, POLICY, League, Record
+from pipeline.league.matchmaking import LATEST, LEARNER, POLICY, League, Record
 from sim import ObsLayout, SimConfig
 
 LAYOUT = ObsLayout.from_config(SimConfig())
@@ -310,8 +310,8 @@ def test_a_league_run_keeps_its_pool_rates_it_and_resumes(tmp_path):
 
 
 def test_league_metrics_are_exported(tmp_path):
-    from pipeline.parts import build
-    from pipeline.progress import RunProgress
+    from pipeline.run.parts import build
+    from pipeline.run.progress import RunProgress
     config = resolve(parse_config(league_argv(tmp_path)), "cpu")
     metrics = Metrics()
     parts = build(config, metrics, tmp_path / "run")
@@ -339,7 +339,7 @@ def _log():
 
 
 def test_a_league_plays_every_group_in_the_actors(tmp_path):
-    from pipeline.parts import build
+    from pipeline.run.parts import build
     config = resolve(parse_config(league_argv(tmp_path)), "cpu")
     parts = build(config, Metrics(), tmp_path / "run")
     assert parts.league is not None
@@ -404,11 +404,11 @@ def test_a_league_opponent_on_the_accelerator_path_reads_no_device_data(action_m
     """The graph-safe form (every candidate acts, a device-side choice picks the actions) runs
     whole chunks on the meta device, where any host read raises; reassigning a group and
     copying a snapshot's weights in between chunks is device-side too."""
-    from actors.actor import SimActor
+    from actors.sim_actor import SimActor
     from agents.policy import PolicyAgent
     from core.schema import RolloutSpec
     from learner import ActionSpec, ActorCritic
-    from pipeline.ring import RolloutRing
+    from pipeline.transport.ring import RolloutRing
     from rewards import make_reward
 
     cfg = SimConfig(action_mode=action_mode)

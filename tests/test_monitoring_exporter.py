@@ -196,7 +196,7 @@ def test_catalog_is_well_formed() -> None:
 
 def test_real_ring_is_exported_with_exact_accounting() -> None:
     from core.schema import RolloutSpec
-    from pipeline.ring import RolloutRing
+    from pipeline.transport.ring import RolloutRing
 
     ring = RolloutRing(RolloutSpec(rollout_len=2, num_envs=3, obs_dim=4, action_dim=3), num_slots=2)
     m = Metrics()

@@ -16,13 +16,21 @@ import torch
 from torch import nn
 
 from monitoring import Metrics
-from pipeline.actor_process import ProcessActor
-from pipeline.cli import parse_config
 from pipeline.config import ConfigError, resolve
+from pipeline.config.flags import parse_config
 from pipeline.launch import run
-from pipeline.loops import BatchIntake, Budget, ChunkOutcome, Run, Scheduler, UpdateReport, drive
-from pipeline.parts import build
-from pipeline.weights import WeightPublisher
+from pipeline.run.actor_process import ProcessActor
+from pipeline.run.loops import (
+    BatchIntake,
+    Budget,
+    ChunkOutcome,
+    Run,
+    Scheduler,
+    UpdateReport,
+    drive,
+)
+from pipeline.run.parts import build
+from pipeline.transport.weights import WeightPublisher
 
 
 class Net(nn.Module):
@@ -199,8 +207,8 @@ def test_an_actor_process_plays_its_own_replica_as_the_latest_self(tmp_path):
     """The mirror sends "latest" (not weights) for each new draw of the latest self, and the
     process copies its own replica of the learning policy into the group's policy slot."""
     from learner import ActorCritic
-    from pipeline.actor_process import _apply_league, make_sim_actor
-    from pipeline.league import LATEST, POLICY, League
+    from pipeline.league.matchmaking import LATEST, POLICY, League
+    from pipeline.run.actor_process import _apply_league, make_sim_actor
     from sim import ObsLayout
 
     config = resolve(parse_config(flags(

@@ -10,8 +10,8 @@ import pytest
 
 from learner import PPOConfig
 from pipeline.config import ConfigError, PipelineConfig, resolve
-from pipeline.config_file import apply_override, load_toml, parse_value, to_toml
-from pipeline.display import Display, Progress, make_display
+from pipeline.config.files import apply_override, load_toml, parse_value, to_toml
+from pipeline.run.display import Display, Progress, make_display
 
 
 def test_resolve_fills_device_defaults():

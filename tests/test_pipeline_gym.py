@@ -7,7 +7,7 @@ import pytest
 
 from learner.checkpoint import read_checkpoint
 from pipeline.config import resolve
-from pipeline.envs import default_workers
+from pipeline.envs.choice import default_workers
 from pipeline.launch import main
 
 BASE = ["--device", "cpu", "--display", "plain", "--metrics-port", "-1", "--actors", "2"]

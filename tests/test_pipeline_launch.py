@@ -7,11 +7,11 @@ import dataclasses
 import pytest
 import torch
 
-from actors.actor import SimActor
+from actors.sim_actor import SimActor
 from learner.checkpoint import load_policy, read_checkpoint
-from pipeline.cli import parse_config
 from pipeline.config import PipelineConfig, pick_device, resolve
-from pipeline.config_file import load_toml
+from pipeline.config.files import load_toml
+from pipeline.config.flags import parse_config
 from pipeline.launch import main, run
 
 T, B, ACTORS = 8, 8, 2

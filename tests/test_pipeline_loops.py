@@ -8,9 +8,9 @@ import asyncio
 import torch
 
 from monitoring import Metrics
-from pipeline.cli import parse_config
 from pipeline.config import resolve
-from pipeline.loops import (
+from pipeline.config.flags import parse_config
+from pipeline.run.loops import (
     BatchIntake,
     Budget,
     ChunkOutcome,
@@ -20,7 +20,7 @@ from pipeline.loops import (
     drive,
     train_on,
 )
-from pipeline.parts import RunParts, build
+from pipeline.run.parts import RunParts, build
 
 
 class Recorder:

@@ -1,4 +1,4 @@
-"""``Midrange-v0`` built from specs (pipeline/midrange_gym.py): every agent spec the launcher
+"""``Midrange-v0`` built from specs (pipeline/envs/midrange.py): every agent spec the launcher
 takes, the reward specs, sim options, Gymnasium's own checks, seeding, and bad input named."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from agents.base import RandomAgent
 from agents.scripted import CrankAgent, StraightAgent
 from learner import ActionSpec, PPOConfig, PPOLearner
 from learner.checkpoint import save_checkpoint
-from pipeline.midrange_gym import DEFAULT_OPPONENT, RedReward, make_env, make_vector_env
+from pipeline.envs.midrange import DEFAULT_OPPONENT, RedReward, make_env, make_vector_env
 from rewards.presets import ShapedReward
 from sim.config import SimConfig
 from sim.layout import ObsLayout

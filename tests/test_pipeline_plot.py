@@ -1,4 +1,4 @@
-"""RUN/progress.csv (pipeline.progress_log): rows appended across sessions, torn lines skipped,
+"""RUN/progress.csv (pipeline.run.progress_log): rows appended across sessions, torn lines skipped,
 TensorBoard scalars; python -m pipeline.plot draws several runs."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 from pipeline.plot import load_curves
 from pipeline.plot import main as plot_main
-from pipeline.progress_log import COLUMNS, ProgressLog, progress_rows, read_progress
+from pipeline.run.progress_log import COLUMNS, ProgressLog, progress_rows, read_progress
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""pipeline.plugins: checkpoints become policy agents, every other spec goes to the agents
+"""pipeline.config.specs: checkpoints become policy agents, every other spec goes to the agents
 registry, and rewards come from the rewards registry."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from ckpt_damage import DAMAGE
 from agents import CrankAgent, PolicyAgent, RandomAgent
 from learner import ActionSpec, PPOConfig, PPOLearner
 from learner.checkpoint import CheckpointError, save_checkpoint
-from pipeline.plugins import make_agent, make_reward
+from pipeline.config.specs import make_agent, make_reward
 from rewards import OutcomeReward, WeightedSum
 from sim import SimConfig
 from sim.layout import ObsLayout
@@ -66,7 +66,7 @@ def test_a_damaged_checkpoint_is_one_line_naming_it(kind, tmp_path):
     with pytest.raises(CheckpointError) as caught:
         make_agent(str(bad), 2, LAYOUT, sim_config=SimConfig())
     assert re.fullmatch(message, str(caught.value)) and str(bad) in str(caught.value)
-    assert isinstance(caught.value, ValueError)  # pipeline.parts turns it into a ConfigError
+    assert isinstance(caught.value, ValueError)  # pipeline.run.parts turns it into a ConfigError
 
 
 def test_a_checkpoint_of_the_other_action_mode_is_refused_at_load_time(tmp_path):

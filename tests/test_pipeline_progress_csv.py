@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pipeline.cli import parse_config
 from pipeline.config import ConfigError, resolve
+from pipeline.config.flags import parse_config
 from pipeline.launch import run
-from pipeline.progress_log import read_progress
-from sim.replay_format import load_replay
+from pipeline.run.progress_log import read_progress
+from sim.replay.format import load_replay
 
 
 @pytest.fixture(autouse=True)

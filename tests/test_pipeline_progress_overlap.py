@@ -9,10 +9,10 @@ import time
 import pytest
 
 from monitoring import Metrics
-from pipeline.cli import parse_config
 from pipeline.config import resolve
-from pipeline.parts import build
-from pipeline.progress import RunProgress
+from pipeline.config.flags import parse_config
+from pipeline.run.parts import build
+from pipeline.run.progress import RunProgress
 
 
 class _Silent:

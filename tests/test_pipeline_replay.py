@@ -15,7 +15,7 @@ import torch
 
 from pipeline.evaluate import main as evaluate_main
 from pipeline.replay import OUTPUTS, Output, main
-from sim.replay_format import Replay, load_replay
+from sim.replay.format import Replay, load_replay
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from learner.checkpoint import load_policy, read_checkpoint
-from pipeline.cli import parse_config
 from pipeline.config import resolve
+from pipeline.config.flags import parse_config
 from pipeline.launch import run
 
 REPO = Path(__file__).resolve().parents[1]
@@ -109,7 +109,7 @@ def test_second_interrupt_exits_at_once_and_checkpoint_stays_loadable(tmp_path):
 HOLD_LOCK_CHILD = """
 import os, signal, sys, threading, time
 from pipeline.launch import main
-from pipeline.ring import RolloutRing
+from pipeline.transport.ring import RolloutRing
 
 commit, sent = RolloutRing.commit, []
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from pipeline.weights import WeightPublisher
+from pipeline.transport.weights import WeightPublisher
 
 
 class Net(nn.Module):

@@ -25,8 +25,8 @@ import pytest
 from envs_for_workers import CounterEnv, DictObsEnv, FaultyEnv, TextActionEnv
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
-from actors.env_worker import MAX_MESSAGE_BYTES
-from actors.process_vec_env import EnvError, ProcessVecEnv, WorkerCrashError
+from actors.workers.env_worker import MAX_MESSAGE_BYTES
+from actors.workers.process_vec_env import EnvError, ProcessVecEnv, WorkerCrashError
 from monitoring import Metrics
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -331,7 +331,7 @@ def test_close_leaves_no_process_and_no_shared_memory() -> None:
 def test_interpreter_exit_without_close_leaves_nothing() -> None:
     code = (
         "import json\n"
-        "from actors.process_vec_env import ProcessVecEnv\n"
+        "from actors.workers.process_vec_env import ProcessVecEnv\n"
         "pool = ProcessVecEnv('CartPole-v1', 2, num_workers=2)\n"
         "pool.reset(seed=0)\n"
         "print(json.dumps([pool.shared_memory_names, pool.worker_pids]), flush=True)\n"

@@ -8,7 +8,7 @@ import pytest
 
 from sim.config import G, SimConfig
 from sim.layout import OBS_CLIP, ObsLayout
-from sim.reference import (
+from sim.reference.scalar import (
     END_AMMO_OUT,
     END_KILL,
     END_MUTUAL_KILL,

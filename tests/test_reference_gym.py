@@ -12,8 +12,8 @@ from gymnasium.utils.env_checker import check_env
 
 from sim.config import SimConfig
 from sim.layout import ObsLayout
-from sim.reference import ReferenceSim
-from sim.reference_gym import ENV_ID, ReferenceEnv, make_reference_env, pursuit_action
+from sim.reference.gym import ENV_ID, ReferenceEnv, make_reference_env, pursuit_action
+from sim.reference.scalar import ReferenceSim
 from sim.scenarios import initial_conditions
 
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from core.schema import RolloutSpec
-from pipeline.ring import (
+from pipeline.transport.ring import (
     RingClosed,
     RolloutRing,
     SlotState,

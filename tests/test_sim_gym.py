@@ -11,7 +11,7 @@ from gymnasium.utils.env_checker import check_env
 from gymnasium.vector import AutoresetMode
 
 import sim  # noqa: F401  (registers Midrange-v0)
-from sim.gym import MidrangeEnv, MidrangeVectorEnv
+from sim.envs.gym import MidrangeEnv, MidrangeVectorEnv
 
 
 @pytest.mark.parametrize("mode", ["discrete", "continuous"])

@@ -1,4 +1,4 @@
-"""The native CPU kernel (sim/native.py) against the torch path, its fallback and its inputs.
+"""The native CPU kernel (sim/native/) against the torch path, its fallback and its inputs.
 
 Parity of both backends with the scalar reference is in tests/test_sim_parity.py; here the two
 backends are run side by side over many episodes and must tell the same story.

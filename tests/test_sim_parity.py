@@ -1,6 +1,6 @@
 """Parity: the batched simulator against the scalar reference, step by step.
 
-Every test runs on both CPU backends (the torch path and the native kernel of sim/native.py).
+Every test runs on both CPU backends (the torch path and the native kernel of sim/native/).
 Random action sequences on many environments; every decision step compares the full state,
 observations, rewards, flags, outcome and event counts, and every auto-reset re-seeds the
 reference from the batched simulator's own episode counter (checking the reset obs too).
@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from sim import BatchedSim, SimConfig
-from sim.reference import ReferenceSim
+from sim.reference.scalar import ReferenceSim
 from sim.scenarios import initial_conditions
 
 REL = 1e-4

@@ -1,4 +1,4 @@
-"""The duel as a PettingZoo env (sim/pettingzoo.py): PettingZoo's own API and seed tests, seeded
+"""The duel as a PettingZoo env (sim/envs/pettingzoo.py): PettingZoo's own API and seed tests, seeded
 trajectories, both sides' views and rewards, refused actions, and the batched form."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from pettingzoo.test import parallel_api_test, parallel_seed_test
 
-from sim.pettingzoo import AGENTS, DuelParallelEnv, batched_env, parallel_env
+from sim.envs.pettingzoo import AGENTS, DuelParallelEnv, batched_env, parallel_env
 
 
 def _sample(env: DuelParallelEnv) -> dict[str, np.ndarray]:

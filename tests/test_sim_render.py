@@ -1,4 +1,4 @@
-"""render_mode="rgb_array" (sim.render through sim.gym): the picture shows the sim's state,
+"""render_mode="rgb_array" (sim.envs.render through sim.envs.gym): the picture shows the sim's state,
 the vector env draws the chosen env, and SB3's make_vec_env and Gymnasium's RecordVideo work."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import torch
 
 import sim  # noqa: F401  (registers Midrange-v0)
 from sim import SimConfig
-from sim.gym import MidrangeEnv, MidrangeVectorEnv
-from sim.render import SIDE_COLORS, draw_frame, fit_view, frame_from_state, threat_regions
+from sim.envs.gym import MidrangeEnv, MidrangeVectorEnv
+from sim.envs.render import SIDE_COLORS, draw_frame, fit_view, frame_from_state, threat_regions
 
 pytest.importorskip("PIL")
 
@@ -85,7 +85,7 @@ def test_vector_env_renders_the_chosen_env():
 
 
 def test_threat_region_edge_is_the_reach_model():
-    from sim.spacetime import missile_tables, reach_straight
+    from sim.reach.spacetime import missile_tables, reach_straight
 
     config = SimConfig(scenario="head_on")
     env = MidrangeEnv(render_mode="rgb_array", config=config)

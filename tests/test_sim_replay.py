@@ -1,4 +1,4 @@
-"""Recording (sim.recorder) and the replay file (sim.replay_format): frames equal the sim's
+"""Recording (sim.replay.recorder) and the replay file (sim.replay.format): frames equal the sim's
 state, events match its counts, the sim's results are unchanged, and damaged files are refused."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import torch
 
 from agents import make_agent
 from pipeline.evaluate import main as evaluate_main
-from pipeline.recording import replay_header
+from pipeline.evaluation.recording import replay_header
 from sim import BatchedSim, SimConfig
-from sim.recorder import Recorder
-from sim.replay_format import ReplayError, ReplayReader, ReplayWriter, load_replay, read_header
+from sim.replay.format import ReplayError, ReplayReader, ReplayWriter, load_replay, read_header
+from sim.replay.recorder import Recorder
 
 
 @pytest.fixture(autouse=True)

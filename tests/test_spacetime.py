@@ -1,4 +1,4 @@
-"""Missile tables, reach and escape estimates (sim/spacetime.py, sim/reach.py) against sim.md
+"""Missile tables, reach and escape estimates (sim/reach/spacetime.py, sim/reach/tables.py) against sim.md
 and the simulator."""
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ import torch
 
 from sim import BatchedSim, SimConfig
 from sim.layout import MISSILE_SPEED_SCALE_MPS
-from sim.reach_truth import measure_reach
-from sim.spacetime import (
+from sim.reach.spacetime import (
     MARGIN_HORIZON_S,
     escape_time_margin,
     missile_tables,
@@ -21,6 +20,7 @@ from sim.spacetime import (
     reach_straight,
     reach_turning_away,
 )
+from sim.reach.truth import measure_reach
 
 CONFIG = SimConfig()
 

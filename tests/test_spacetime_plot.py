@@ -1,4 +1,4 @@
-"""The spacetime graph (pipeline/spacetime_plot.py): the drawn regions are the reach model's, and
+"""The spacetime graph (pipeline/drawing/spacetime.py): the drawn regions are the reach model's, and
 a predicted position is inside the drawn region exactly when the model says it is caught."""
 
 from __future__ import annotations
@@ -10,20 +10,20 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.evaluate import main as evaluate_main
-from pipeline.replay import main as replay_main
-from pipeline.spacetime_plot import (
+from pipeline.drawing.spacetime import (
     FightState,
     draw_spacetime,
     fight_state,
     spacetime_geometry,
     write_spacetime,
 )
+from pipeline.evaluate import main as evaluate_main
+from pipeline.replay import main as replay_main
 from sim import SimConfig
-from sim.reach import target_paths
-from sim.replay_format import load_replay
-from sim.spacetime import cached_tables, reach_by_time
-from sim.threat import threat_region
+from sim.reach.spacetime import cached_tables, reach_by_time
+from sim.reach.tables import target_paths
+from sim.reach.threat import threat_region
+from sim.replay.format import load_replay
 
 pytest.importorskip("matplotlib")
 from matplotlib.path import Path as MplPath

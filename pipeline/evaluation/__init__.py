@@ -1,0 +1,1 @@
+"""Evaluation: matches between agents, confidence intervals, ratings, recorded replays."""

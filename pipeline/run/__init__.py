@@ -1,0 +1,1 @@
+"""A training run: the loops and their scheduling, the parts they use, actor processes, progress, the run directory."""

@@ -1,0 +1,1 @@
+"""Moving data between actors and the learner: the ring of rollout slots and versioned weights."""

@@ -1,0 +1,1 @@
+"""The simulator as environments: Gymnasium, PettingZoo, and the top-down rendering."""

@@ -1,0 +1,1 @@
+"""Replays: the file format and the recorder that writes it."""
