@@ -1,0 +1,131 @@
+"""Atomic files: what is saved is either the old file or the whole new one, never half of either.
+
+Every writer of the project goes through here: a temporary file beside the target
+(``.NAME.<pid>.tmp``, the pid telling a later sweep whether its writer still runs), written,
+flushed and fsynced, then renamed over the target in one step. A failure removes the temporary
+file (which frees the space a full disk ran out of) and raises ``OSError`` naming the target.
+
+- :func:`atomic_write`: a context manager yielding the open temporary file, for writers that
+  stream (``torch.save``, msgpack packers, image encoders);
+- :func:`write_bytes_atomic`, :func:`write_text_atomic`, :func:`write_json_atomic`: whole
+  contents at once;
+- :class:`AtomicFile`: the same steps spread over a writer's lifetime (a replay streamed frame by
+  frame): ``commit()`` moves it into place, ``abort()`` gives it up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any, Literal, overload
+
+
+def temporary_path(path: str | Path) -> Path:
+    """The temporary name an atomic writer of ``path`` uses: ``.NAME.<pid>.tmp`` beside it."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+def _naming(exc: OSError, path: Path) -> OSError:
+    """``exc`` with ``path`` (the target, not the temporary file) as its filename."""
+    return OSError(exc.errno, exc.strerror or str(exc), str(path))
+
+
+def _discard(tmp: Path) -> None:
+    with contextlib.suppress(OSError):  # on a read-only disk even this unlink fails
+        tmp.unlink()
+
+
+class AtomicFile:
+    """A file written under a temporary name and moved into place by :meth:`commit`.
+
+    ``mode`` is ``"wb"`` or ``"w"``. Until :meth:`commit` the target is untouched; :meth:`abort`
+    (also called by a failed commit) closes and removes the temporary file.
+    """
+
+    def __init__(self, path: str | Path, mode: Literal["wb", "w"] = "wb") -> None:
+        if mode not in ("wb", "w"):
+            raise ValueError(f"AtomicFile mode must be 'wb' or 'w', got {mode!r}")
+        self.path = Path(path)
+        self.tmp = temporary_path(self.path)
+        try:
+            self.file: IO[Any] | None = open(self.tmp, mode)  # closed by commit() or abort()
+        except OSError as exc:
+            raise _naming(exc, self.path) from exc
+
+    @property
+    def handle(self) -> IO[Any]:
+        """The open temporary file (``ValueError`` once committed or aborted)."""
+        if self.file is None:
+            raise ValueError(f"{self.path} is already closed")
+        return self.file
+
+    def commit(self) -> Path:
+        """Flush, fsync and rename over the target; returns the target's path."""
+        f = self.handle
+        try:
+            f.flush()
+            os.fsync(f.fileno())
+            f.close()
+            self.file = None
+            os.replace(self.tmp, self.path)
+        except BaseException as exc:
+            self.abort()
+            if isinstance(exc, OSError):
+                raise _naming(exc, self.path) from exc
+            raise
+        return self.path
+
+    def abort(self) -> None:
+        """Give the write up: close and remove the temporary file (idempotent)."""
+        if self.file is not None:
+            with contextlib.suppress(OSError):
+                self.file.close()
+            self.file = None
+        _discard(self.tmp)
+
+
+@overload
+def atomic_write(path: str | Path, mode: Literal["wb"] = "wb") -> contextlib.AbstractContextManager[IO[bytes]]: ...
+@overload
+def atomic_write(path: str | Path, mode: Literal["w"]) -> contextlib.AbstractContextManager[IO[str]]: ...
+
+
+def atomic_write(path: str | Path, mode: Literal["wb", "w"] = "wb") -> contextlib.AbstractContextManager[IO[Any]]:
+    """``with atomic_write(path) as f: ...``: ``f`` is the temporary file; the target is replaced
+    when the block ends without an exception, and untouched (the temporary file removed) when it
+    raises."""
+    return _atomic_write(path, mode)
+
+
+@contextlib.contextmanager
+def _atomic_write(path: str | Path, mode: Literal["wb", "w"]) -> Iterator[IO[Any]]:
+    out = AtomicFile(path, mode)
+    try:
+        yield out.handle
+    except BaseException as exc:
+        out.abort()
+        if isinstance(exc, OSError):
+            raise _naming(exc, out.path) from exc
+        raise
+    out.commit()
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` atomically."""
+    with atomic_write(path, "wb") as f:
+        f.write(data)
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Replace ``path`` with ``text`` atomically."""
+    with atomic_write(path, "w") as f:
+        f.write(text)
+
+
+def write_json_atomic(path: str | Path, payload: Any) -> None:
+    """Replace ``path`` with ``payload`` as indented JSON atomically."""
+    write_text_atomic(path, json.dumps(payload, indent=2))
