@@ -18,7 +18,7 @@ from sim.kernels import DecisionAccumulators, finish_decision, substep_events, s
 from sim.layout import ObsLayout
 from sim.native import NativeKernel
 from sim.observe import build_obs, observe_into
-from sim.reach.spacetime import cached_tables
+from sim.reach.missile import cached_tables
 from sim.scenarios import initial_conditions_batch
 from sim.state import SimState
 

@@ -20,7 +20,8 @@ from sim.layout import (
     RANGE_SCALE_M,
     SPEED_SCALE_MPS,
 )
-from sim.reach.spacetime import cached_tables, reach_observation
+from sim.reach.missile import cached_tables
+from sim.reach.spacetime import reach_observation
 from sim.reference.state import ReferenceFighter, ReferenceMissile
 
 
