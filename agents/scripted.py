@@ -18,7 +18,8 @@ from agents.base import BaseAgent
 from sim.autopilot import pursuit_actions
 from sim.config import SimConfig
 from sim.layout import CLOSING_SCALE_MPS, MISSILE_SPEED_SCALE_MPS, RANGE_SCALE_M, ObsLayout
-from sim.reach.spacetime import SPENT_SPEED_MPS, MissileTables, missile_tables, own_reach_straight
+from sim.reach.missile import SPENT_SPEED_MPS, MissileTables, missile_tables
+from sim.reach.spacetime import own_reach_straight
 
 
 @lru_cache(maxsize=8)

@@ -27,7 +27,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sim import BatchedSim, SimConfig
-from sim.reach.spacetime import missile_tables, reach_features, reach_straight, reach_turning_away
+from sim.reach.missile import missile_tables
+from sim.reach.spacetime import reach_features, reach_straight, reach_turning_away
 from sim.reach.tables import reach_tables
 from sim.reach.truth import measure_reach
 

@@ -10,7 +10,8 @@ import torch
 from rewards.base import BaseReward, StepInfo, check_inputs
 from sim.config import SimConfig
 from sim.layout import RANGE_SCALE_M, ObsLayout
-from sim.reach.spacetime import cached_tables, own_reach_turning_away
+from sim.reach.missile import cached_tables
+from sim.reach.spacetime import own_reach_turning_away
 
 
 class ZeroReward(BaseReward):

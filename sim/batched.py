@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import functools
-import os
-import warnings
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -13,16 +11,14 @@ from typing import Protocol
 import torch
 
 from sim.actions import ActionChecker, check_action_tensor
+from sim.backend import BACKENDS, resolve_backend
 from sim.config import SimConfig
 from sim.device import canonical_device, peak_bytes, require_memory
 from sim.kernels import DecisionAccumulators, finish_decision, substep_events, substep_move
 from sim.layout import ObsLayout
 from sim.native import NativeKernel
-from sim.native import load as load_native
-from sim.native import load_error as native_load_error
-from sim.native import supports as native_supports
 from sim.observe import build_obs, observe_into
-from sim.reach.spacetime import cached_tables
+from sim.reach.missile import cached_tables
 from sim.scenarios import initial_conditions_batch
 from sim.state import SimState
 
@@ -107,7 +103,7 @@ class BatchedSim:
         self.num_envs = num_envs
         self.config = config
         self.device = canonical_device(device)
-        self.backend = _resolve_backend(backend, self.device, config)
+        self.backend = resolve_backend(backend, self.device, config)
         """The backend in use: ``"torch"`` or ``"native"``."""
         # Refuse a batch that cannot fit before allocating any of it. Meta holds no data, and
         # the small sims that measure the estimate need no check.
@@ -354,41 +350,6 @@ class BatchedSim:
     @property
     def physics_steps_per_decision(self) -> int:
         return self.config.physics_steps_per_decision
-
-
-BACKENDS = ("auto", "torch", "native")
-"""Values of ``BatchedSim(backend=...)``."""
-
-_warned_fallback = False
-
-
-def _resolve_backend(backend: str, device: torch.device, config: SimConfig) -> str:
-    """``"torch"`` or ``"native"`` for a requested backend (see :class:`BatchedSim`)."""
-    global _warned_fallback
-    if backend == "torch":
-        return "torch"
-    if backend == "native":
-        if device.type != "cpu":
-            raise ValueError(f"backend='native' runs on the CPU only, not on {device}")
-        reason = native_supports(config)
-        if reason is not None:
-            raise ValueError(f"backend='native' cannot run this config: {reason}")
-        if not load_native():
-            raise RuntimeError(f"backend='native': the kernel could not be built or loaded: {native_load_error()}")
-        return "native"
-    if device.type != "cpu" or native_supports(config) is not None:
-        return "torch"
-    if os.environ.get("MIDRANGE_SIM_BACKEND", "").strip().lower() == "torch":
-        return "torch"
-    if load_native():
-        return "native"
-    if not _warned_fallback:
-        _warned_fallback = True
-        warnings.warn(
-            f"sim: the native CPU kernel is unavailable ({native_load_error()}); using the torch "
-            "path", RuntimeWarning, stacklevel=3,
-        )
-    return "torch"
 
 
 _measuring: ContextVar[bool] = ContextVar("sim_batched_measuring", default=False)

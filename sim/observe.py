@@ -13,7 +13,8 @@ from sim.layout import (
     RANGE_SCALE_M,
     SPEED_SCALE_MPS,
 )
-from sim.reach.spacetime import MissileTables, cached_tables, reach_observation
+from sim.reach.missile import MissileTables, cached_tables
+from sim.reach.spacetime import reach_observation
 from sim.state import SimState
 
 

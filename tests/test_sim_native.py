@@ -138,3 +138,18 @@ def test_a_failed_build_falls_back_to_torch_with_one_warning(tmp_path: Path) -> 
     assert "native CPU kernel is unavailable" in message and "using the torch path" in message
     assert "\n" not in message
     assert any(line.startswith("NATIVE backend='native': the kernel could not be built") for line in lines)
+
+
+def test_the_build_tag_covers_every_source_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A change to any header, not only to decision.cpp, must build a new kernel."""
+    import sim.native as native
+
+    assert {p.name for p in native.HEADERS} >= {"lanes.h", "params.h", "state.h", "physics.h", "observe.h"}
+    before = native._build_tag()
+    for i, header in enumerate(native.HEADERS):
+        changed = tmp_path / header.name
+        changed.write_bytes(header.read_bytes() + b"\n// changed\n")
+        with monkeypatch.context() as m:
+            m.setattr(native, "HEADERS", (*native.HEADERS[:i], changed, *native.HEADERS[i + 1:]))
+            assert native._build_tag() != before, header.name
+    assert native._build_tag() == before

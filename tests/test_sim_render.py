@@ -85,7 +85,8 @@ def test_vector_env_renders_the_chosen_env():
 
 
 def test_threat_region_edge_is_the_reach_model():
-    from sim.reach.spacetime import missile_tables, reach_straight
+    from sim.reach.missile import missile_tables
+    from sim.reach.spacetime import reach_straight
 
     config = SimConfig(scenario="head_on")
     env = MidrangeEnv(render_mode="rgb_array", config=config)

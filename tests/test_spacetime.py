@@ -10,10 +10,10 @@ import torch
 
 from sim import BatchedSim, SimConfig
 from sim.layout import MISSILE_SPEED_SCALE_MPS
+from sim.reach.missile import missile_tables
 from sim.reach.spacetime import (
     MARGIN_HORIZON_S,
     escape_time_margin,
-    missile_tables,
     own_reach_straight,
     reach_by_time,
     reach_features,

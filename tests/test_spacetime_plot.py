@@ -20,7 +20,8 @@ from pipeline.drawing.spacetime import (
 from pipeline.evaluate import main as evaluate_main
 from pipeline.replay import main as replay_main
 from sim import SimConfig
-from sim.reach.spacetime import cached_tables, reach_by_time
+from sim.reach.missile import cached_tables
+from sim.reach.spacetime import reach_by_time
 from sim.reach.tables import target_paths
 from sim.reach.threat import threat_region
 from sim.replay.format import load_replay

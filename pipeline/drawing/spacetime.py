@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from sim.config import SimConfig
-from sim.reach.spacetime import cached_tables
+from sim.reach.missile import cached_tables
 from sim.reach.threat import ReachSummary, escape_path, hold_path, reach_summary, threat_region
 from sim.replay.format import Replay
 

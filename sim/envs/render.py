@@ -107,7 +107,7 @@ def frame_from_state(state: SimState, env: int, config: SimConfig) -> dict[str, 
 
 @functools.lru_cache(maxsize=4)
 def _tables(config: SimConfig) -> Any:
-    from sim.reach.spacetime import missile_tables
+    from sim.reach.missile import missile_tables
 
     return missile_tables(config)
 

@@ -1,4 +1,4 @@
-"""The simulator's native CPU kernel (sim/native/decision.cpp): build, load and call.
+"""The simulator's native CPU kernel (sim/native/decision.cpp and its headers): build, load and call.
 
 One C++ op advances a whole decision step for blocks of environments held in L1 across every
 physics step, skipping missile slots that are idle in a whole block, and writes the
@@ -8,8 +8,8 @@ sim/reference/scalar.py. They are ``torch.ops.midrange_sim.*`` ops: the dispatch
 while they run, and ``torch.compile`` treats them as opaque.
 
 The extension is built on first use with PyTorch's extension machinery (g++ and ninja) into a
-cache directory keyed by the source, flags and torch version, and loaded from there by every
-later process without a rebuild: ``$MIDRANGE_SIM_NATIVE_DIR`` if set, else
+cache directory keyed by the sources (headers included), flags and torch version, and loaded
+from there by every later process without a rebuild: ``$MIDRANGE_SIM_NATIVE_DIR`` if set, else
 ``$XDG_CACHE_HOME/midrange_rl/native`` (``~/.cache/...``). Each build runs in its own
 temporary directory and is moved into place in one rename, so concurrent first uses never see a
 half-written library. If it cannot be built, :func:`load` says why and the simulator uses the
@@ -45,6 +45,9 @@ from sim.layout import (
 from sim.state import SimState
 
 SOURCE = Path(__file__).with_name("decision.cpp")
+"""The translation unit the extension is compiled from; it includes the headers beside it."""
+HEADERS = tuple(sorted(SOURCE.parent.glob("*.h")))
+"""The kernel's headers (lane vectors, parameters, state, physics, observations)."""
 CFLAGS = ("-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-ffp-contract=off")
 """``-fopenmp``: PyTorch's ``at::parallel_for`` is an inline OpenMP loop in its headers (the
 library's libgomp is the one already loaded); ``-fno-math-errno`` lets sqrt vectorize without
@@ -91,7 +94,12 @@ def _cpu_features() -> str:
 
 
 def _build_tag() -> str:
-    h = hashlib.sha256(SOURCE.read_bytes())
+    """The cache key of a built kernel: every source file's name and contents, the flags, and
+    the toolchain, interpreter and CPU it is built with and for."""
+    h = hashlib.sha256()
+    for path in (SOURCE, *HEADERS):
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
     for part in (*CFLAGS, *LDFLAGS, torch.__version__, sys.version, platform.machine(), _cpu_features(),
                  os.environ.get("CXX", "")):
         h.update(part.encode())
@@ -131,7 +139,7 @@ def _load_library() -> None:
         build = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=target.parent))
         try:
             cpp_extension.load(
-                name=name, sources=[str(SOURCE)], extra_cflags=list(CFLAGS), extra_ldflags=list(LDFLAGS), build_directory=str(build),
+                name=name, sources=[str(SOURCE)], extra_cflags=list(CFLAGS), extra_ldflags=list(LDFLAGS), extra_include_paths=[str(SOURCE.parent)], build_directory=str(build),
                 is_python_module=False, verbose=False,
             )
             os.replace(build / f"{name}.so", target)

@@ -99,20 +99,28 @@ def target_paths(
     return xs, ys
 
 
-def simulate_shots(
-    config: SimConfig,
-    shooter_speed_mps: torch.Tensor,
-    target_speed_mps: torch.Tensor,
-    aspect_rad: torch.Tensor,
-    escape: torch.Tensor,
-    range_m: torch.Tensor,
-) -> torch.Tensor:
-    """Hit time ``[B]`` in seconds (``inf`` for a miss) of the shots described in the module
-    docstring, one per element of the ``[B]`` inputs (``escape`` bool: turning away)."""
+@dataclass(frozen=True)
+class Shots:
+    """Shots as the module docstring describes them, one per element of each ``[B]`` tensor."""
+
+    shooter_speed_mps: torch.Tensor
+    target_speed_mps: torch.Tensor
+    aspect_rad: torch.Tensor
+    """The target's heading relative to the line of sight (0: flying away)."""
+    escape: torch.Tensor
+    """Bool: the target turns away (else it flies straight on)."""
+    range_m: torch.Tensor
+    """Launch range."""
+
+
+def simulate_shots(config: SimConfig, shots: Shots) -> torch.Tensor:
+    """Hit time ``[B]`` in seconds (``inf`` for a miss) of ``shots``, simulated with the model's
+    kernels as the module docstring describes."""
+    range_m, escape = shots.range_m, shots.escape
     dtype = range_m.dtype
     dt, ma = config.dt_s, config.missile
-    vs, vt = shooter_speed_mps.to(dtype), target_speed_mps.to(dtype)
-    psi = aspect_rad.to(dtype)
+    vs, vt = shots.shooter_speed_mps.to(dtype), shots.target_speed_mps.to(dtype)
+    psi = shots.aspect_rad.to(dtype)
     b = range_m.shape[0]
     mpx = torch.full_like(range_m, config.launch_offset_m)
     mpy = torch.zeros_like(range_m)
@@ -289,8 +297,8 @@ def build_reach_tables(config: SimConfig) -> ReachTables:
     dtype = torch.float32
 
     def shots(geometry: torch.Tensor, range_m: torch.Tensor) -> torch.Tensor:
-        return simulate_shots(config, vs[geometry], vt[geometry], psi[geometry], escape[geometry],
-                              range_m.to(dtype))
+        return simulate_shots(config, Shots(vs[geometry], vt[geometry], psi[geometry], escape[geometry],
+                                            range_m.to(dtype)))
 
     high = (_kinematic_bound(config, vs, vt, psi) * 1.1 + 3_000.0).to(dtype)
     reach, reach_time, ranges, times = search_reach(shots, n, high)

@@ -25,8 +25,8 @@ import torch
 
 from sim.config import SimConfig
 from sim.physics import aero_step
+from sim.reach.missile import MissileTables
 from sim.reach.spacetime import (
-    MissileTables,
     escape_time_margin,
     reach_by_time,
     reach_straight,

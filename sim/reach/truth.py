@@ -20,7 +20,7 @@ import torch
 
 from sim.batched import BatchedSim
 from sim.config import SimConfig
-from sim.reach.tables import search_reach
+from sim.reach.tables import Shots, search_reach
 
 
 def truth_config(config: SimConfig) -> SimConfig:
@@ -33,27 +33,19 @@ def truth_config(config: SimConfig) -> SimConfig:
     )
 
 
-def fire_shots(
-    config: SimConfig,
-    shooter_speed_mps: torch.Tensor,
-    target_speed_mps: torch.Tensor,
-    aspect_rad: torch.Tensor,
-    escape: torch.Tensor,
-    range_m: torch.Tensor,
-) -> torch.Tensor:
-    """Hit time ``[B]`` (s; ``inf`` for a miss) of one shot per element, each in its own
-    environment of one batched sim; ``aspect_rad`` is the target's heading relative to the
-    line of sight (0: flying away), ``escape`` bool: the target turns away."""
+def fire_shots(config: SimConfig, shots: Shots) -> torch.Tensor:
+    """Hit time ``[B]`` (s; ``inf`` for a miss) of ``shots``, each in its own environment of
+    one batched sim."""
     cfg = truth_config(config)
-    b = int(range_m.shape[0])
+    b = int(shots.range_m.shape[0])
     sim = BatchedSim(b, cfg, seed=0)
     sim.reset()
     s, dtype = sim.state, sim.dtype
     los = torch.arange(b, dtype=torch.float64) * 0.7  # a different world frame per shot
     ux, uy = los.cos(), los.sin()
-    vs, vt = shooter_speed_mps.double(), target_speed_mps.double()
-    heading = los + aspect_rad.double()
-    rng = range_m.double()
+    vs, vt = shots.shooter_speed_mps.double(), shots.target_speed_mps.double()
+    heading = los + shots.aspect_rad.double()
+    rng = shots.range_m.double()
     for name, value in (
         ("f_px", torch.stack([torch.zeros(b, dtype=torch.float64), rng * ux])),
         ("f_py", torch.stack([torch.zeros(b, dtype=torch.float64), rng * uy])),
@@ -63,7 +55,7 @@ def fire_shots(
         getattr(s, name).copy_(value.to(dtype))
     fa = cfg.fighter
     trim = (fa.cd0 * torch.stack([vs, vt]) ** 2 / fa.max_thrust_mps2).clamp(max=1.0).to(dtype)
-    esc = escape.to(torch.bool)
+    esc = shots.escape.to(torch.bool)
     uxf, uyf = ux.to(dtype), uy.to(dtype)
     actions = torch.zeros(b, 2, 3, dtype=dtype)
     actions[:, 0, 2] = 1.0  # fire at once
@@ -105,8 +97,8 @@ def measure_reach(
     g = int(shooter_speed_mps.shape[0])
 
     def shots(geometry: torch.Tensor, range_m: torch.Tensor) -> torch.Tensor:
-        return fire_shots(config, shooter_speed_mps[geometry], target_speed_mps[geometry],
-                          aspect_rad[geometry], escape[geometry], range_m)
+        return fire_shots(config, Shots(shooter_speed_mps[geometry], target_speed_mps[geometry],
+                                        aspect_rad[geometry], escape[geometry], range_m))
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # thousands of small ops: one thread is faster (bench/RESULTS.md)

@@ -20,8 +20,23 @@ from sim.layout import (
     RANGE_SCALE_M,
     SPEED_SCALE_MPS,
 )
-from sim.reach.spacetime import cached_tables, reach_observation
+from sim.reach.missile import cached_tables
+from sim.reach.spacetime import reach_observation
 from sim.reference.state import ReferenceFighter, ReferenceMissile
+
+
+def _nearest_active(
+    missiles: Sequence[ReferenceMissile], point: Sequence[float]
+) -> list[tuple[float, float, float, ReferenceMissile]]:
+    """``(distance, dx, dy, missile)`` of the active ``missiles``, ``(dx, dy)`` from each missile
+    to ``point``, nearest first; equal distances keep slot order (the sort is stable)."""
+    found = []
+    for m in missiles:
+        if m.active:
+            dx, dy = point[0] - m.pos[0], point[1] - m.pos[1]
+            found.append((math.hypot(dx, dy), dx, dy, m))
+    found.sort(key=lambda t: t[0])
+    return found
 
 
 def observe_side(
@@ -63,17 +78,8 @@ def observe_side(
         closing / CLOSING_SCALE_MPS, e.missiles_left / mpf, nose_on,
     ]
     # Incoming: the enemy's active missiles, nearest to o first, ties by slot index.
-    incoming = []
-    for m in enemy_missiles:
-        if m.active:
-            dx, dy = o.pos[0] - m.pos[0], o.pos[1] - m.pos[1]
-            incoming.append((math.hypot(dx, dy), dx, dy, m))
-    incoming.sort(key=lambda t: t[0])  # stable: equal ranges keep slot order
-    for i in range(cfg.obs_incoming_missiles):
-        if i >= len(incoming):
-            obs += [0.0] * 9
-            continue
-        d, dx, dy, m = incoming[i]
+    incoming = _nearest_active(enemy_missiles, o.pos)[: cfg.obs_incoming_missiles]
+    for d, dx, dy, m in incoming:
         dn = max(d, NORM_EPS)
         m_speed = math.hypot(m.vel[0], m.vel[1])
         m_inv = 1.0 / max(m_speed, NORM_EPS)
@@ -84,18 +90,10 @@ def observe_side(
             1.0, d / RANGE_SCALE_M, bcos, bsin, hcos, hsin, m_speed / MISSILE_SPEED_SCALE_MPS,
             closing / CLOSING_SCALE_MPS, float(m.flight_steps < burn),
         ]
+    obs += [0.0] * 9 * (cfg.obs_incoming_missiles - len(incoming))
     # Own missiles in flight, nearest to the enemy first, ties by slot index.
-    own = []
-    for m in own_missiles:
-        if m.active:
-            qx, qy = e.pos[0] - m.pos[0], e.pos[1] - m.pos[1]
-            own.append((math.hypot(qx, qy), qx, qy, m))
-    own.sort(key=lambda t: t[0])
-    for i in range(cfg.obs_own_missiles):
-        if i >= len(own):
-            obs += [0.0] * 6
-            continue
-        q, qx, qy, m = own[i]
+    own = _nearest_active(own_missiles, e.pos)[: cfg.obs_own_missiles]
+    for q, qx, qy, m in own:
         qn = max(q, NORM_EPS)
         closing = -(qx * (e.vel[0] - m.vel[0]) + qy * (e.vel[1] - m.vel[1])) / qn
         obs += [
@@ -104,6 +102,7 @@ def observe_side(
             m.flight_steps * cfg.dt_s / cfg.missile_max_flight_time_s,
             float(m.flight_steps < burn),
         ]
+    obs += [0.0] * 6 * (cfg.obs_own_missiles - len(own))
     obs.append(max(1.0 - physics_steps * cfg.dt_s / cfg.max_time_s, 0.0))
     if cfg.obs_reach:
         # The reach block is a table lookup (sim/reach/spacetime.py), fed here from this state.
