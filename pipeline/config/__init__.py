@@ -17,13 +17,12 @@ import importlib.util
 import math
 import os
 import statistics
-import types
-import typing
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from core.coerce import coerce
 from learner.ppo_config import PPOConfig
 from pipeline.envs.choice import EnvFactory, check_env_spec, default_workers, measure_step_seconds
 from sim.config import SimConfig
@@ -286,52 +285,6 @@ PPO_DERIVED = ("total_updates", "seed")
 """``[ppo]`` fields a run derives (from ``run.total_steps`` and ``run.seed``), never set."""
 
 
-def _check_type(where: str, value: Any, annotation: Any) -> Any:
-    """Return ``value`` coerced to ``annotation`` or raise ConfigError naming ``where``."""
-    hint = annotation
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(hint)
-        if value is None and type(None) in args:
-            return None
-        hint = next(a for a in args if a is not type(None))
-    if hint is bool:
-        if isinstance(value, bool):
-            return value
-        raise ConfigError(f"{where} must be true or false, got {value!r}")
-    if hint is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        raise ConfigError(f"{where} must be an integer, got {value!r}")
-    if hint is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-            return float(value)
-        raise ConfigError(f"{where} must be a finite number, got {value!r}")
-    if hint is str:
-        if isinstance(value, str):
-            return value
-        raise ConfigError(f"{where} must be a string, got {value!r}")
-    if typing.get_origin(hint) is list:
-        if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
-            return list(value)
-        raise ConfigError(f"{where} must be a list of strings, got {value!r}")
-    if typing.get_origin(hint) is dict:
-        if isinstance(value, dict):
-            return dict(value)
-        raise ConfigError(f"{where} must be a table, got {value!r}")
-    return value
-
-
-def _build_section(name: str, cls: type, data: dict[str, Any]) -> Any:
-    hints = typing.get_type_hints(cls)
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ConfigError(f"unknown option(s) in [{name}]: {', '.join(unknown)}")
-    kwargs = {k: _check_type(f"{name}.{k}", v, hints[k]) for k, v in data.items()}
-    return cls(**kwargs)
-
-
 def pick_device(requested: str) -> str:
     """``auto`` → ``cuda:0`` when present else ``cpu``; a CUDA device must exist and is indexed."""
     if requested == "auto":
@@ -480,7 +433,11 @@ def resolve(data: dict[str, Any], device: str | None = None) -> PipelineConfig:
                                    "num_minibatches": 2, "learning_rate": 1e-3}
         for key, value in cpu_ppo.items():
             t["ppo"].setdefault(key, value)
-    parts: dict[str, Any] = {name: _build_section(name, cls, t[name]) for name, cls in SECTIONS.items()}
+    parts: dict[str, Any] = {
+        name: coerce(cls, t[name], where=name, unknown="unknown option(s) in [{where}]: {names}",
+                     error=ConfigError)
+        for name, cls in SECTIONS.items()
+    }
     try:
         parts["sim"] = SimConfig.from_dict(t["sim"])
     except (ValueError, TypeError) as exc:
