@@ -109,7 +109,7 @@ class ActorsConfig:
     """Decision steps per chunk (T); by device and env when left out (the sim: 16 on a CPU, 32
     on CUDA; a Gymnasium env: 32)."""
     opponent: str = "league"
-    """Opponent spec for ``pipeline.config.specs.make_agent`` (scripted name, checkpoint or
+    """Opponent spec for ``pipeline.config.specs.build_agent`` (scripted name, checkpoint or
     module:Class), or ``league``: a self-play league of past selves and scripted anchors
     (``[league]``). The default: against ``crank`` alone the fighter specialises (in one run
     90.7 % against crank, 44.3 % against random); the league's worst opponent is better in
