@@ -1,15 +1,16 @@
-"""Build an agent from a command-line spec: a scripted name or an import path.
+"""Build an agent from a command-line spec: a scripted name, an import path or a checkpoint.
 
-Checkpoints are the third kind of spec, but loading one needs the learner (a floor above this
-package), so ``pipeline.config.specs.make_agent`` handles them and hands every other spec to
-:func:`make_agent` here."""
+Loading a checkpoint needs the learner (a floor above this package), so :func:`make_agent` takes
+the loader as an argument: ``pipeline.config.specs.build_agent`` is :func:`make_agent` with
+``pipeline.config.specs.load_checkpoint_agent`` given; without one a checkpoint spec is refused."""
 
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypedDict
 
 import torch
 
@@ -39,6 +40,28 @@ def looks_like_checkpoint(spec: str) -> bool:
     return path.suffix in CHECKPOINT_SUFFIXES or path.is_dir()
 
 
+def names_a_path(spec: str) -> bool:
+    """Whether ``spec`` can only mean a file: a path separator and no ``module:Name`` colon."""
+    seps = [os.sep] + ([os.altsep] if os.altsep else [])
+    return ":" not in spec and any(s in spec for s in seps)
+
+
+class CheckpointLoader(Protocol):
+    """Loads the agent a checkpoint spec names (``pipeline.config.specs.load_checkpoint_agent``)."""
+
+    def __call__(self, spec: str, num_envs: int, layout: ObsLayout, device: torch.device | str, *,
+                 seed: int, deterministic: bool, sim_config: SimConfig) -> BaseAgent: ...
+
+
+class AgentOptions(TypedDict, total=False):
+    """The keyword options of :func:`make_agent` that a builder around it passes on."""
+
+    seed: int
+    action_mode: str
+    sim_config: SimConfig | None
+    deterministic: bool
+
+
 def _construct(factory: Any, kwargs: dict[str, Any], spec: str) -> BaseAgent:
     """Call ``factory`` with the keyword arguments its signature accepts."""
     params: Mapping[str, inspect.Parameter]
@@ -64,17 +87,20 @@ def make_agent(
     action_mode: str = "discrete",
     sim_config: SimConfig | None = None,
     deterministic: bool = False,
+    load_checkpoint: CheckpointLoader | None = None,
 ) -> BaseAgent:
     """An agent for ``num_envs`` environments from a spec string.
 
     - a scripted name: ``straight``, ``pursuit``, ``shooter``, ``crank``, ``random``
       (``random`` uses ``seed``; the others use ``sim_config`` for their missile tables);
+    - a checkpoint (a ``.pt`` / ``.pth`` file, a folder, or with ``load_checkpoint`` any path
+      without a ``:``), built by ``load_checkpoint`` with ``seed``, ``deterministic`` and the
+      simulator's configuration (``sim_config``, else one of ``action_mode``); without
+      ``load_checkpoint`` it raises ``ValueError`` (``pipeline.config.specs.build_agent`` gives
+      one). Scripted names win over a folder of the same name;
     - an import path ``package.module:Name`` naming a :class:`BaseAgent` subclass or factory;
       it is called with those of ``num_envs``, ``layout``, ``device``, ``seed``,
       ``action_mode``, ``sim_config`` that its signature accepts.
-
-    A checkpoint spec raises ``ValueError``: ``pipeline.config.specs.make_agent`` loads those
-    (``deterministic`` only matters there; it is taken here so both share one signature).
     """
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"agent spec must be a non-empty string, got {spec!r}")
@@ -85,10 +111,15 @@ def make_agent(
     }
     if spec in SCRIPTED:
         return _construct(SCRIPTED[spec], kwargs, spec)
+    if load_checkpoint is not None and (looks_like_checkpoint(spec) or names_a_path(spec)):
+        return load_checkpoint(
+            spec, num_envs, layout, device, seed=seed, deterministic=deterministic,
+            sim_config=sim_config if sim_config is not None else SimConfig(action_mode=action_mode),
+        )
     if looks_like_checkpoint(spec):
         raise ValueError(
             f"agent spec {spec!r} is a checkpoint: checkpoints are loaded by "
-            "pipeline.config.specs.make_agent, not agents.registry.make_agent"
+            "pipeline.config.specs.build_agent, not agents.registry.make_agent"
         )
     if ":" in spec:
         factory = load_object(spec)
@@ -97,6 +128,6 @@ def make_agent(
         return _construct(factory, kwargs, spec)
     raise ValueError(
         f"unknown agent {spec!r}: expected one of {', '.join(SCRIPTED)}, a checkpoint path "
-        "(.pt file or folder with latest.pt; pipeline.config.specs.make_agent loads those) or an "
+        "(.pt file or folder with latest.pt; pipeline.config.specs.build_agent loads those) or an "
         "import path 'package.module:ClassName'"
     )

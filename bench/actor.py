@@ -38,7 +38,7 @@ from agents.scripted import ScriptedAgent
 from core.schema import RolloutSpec
 from learner import ActionSpec, ActorCritic, PPOConfig
 from pipeline.config import pick_device
-from pipeline.config.specs import make_agent
+from pipeline.config.specs import build_agent
 from pipeline.transport.ring import RolloutRing
 from rewards import make_reward
 from sim import ObsLayout, SimConfig
@@ -78,7 +78,7 @@ def measure(mode: str, device: str, envs: int, rollout_len: int, opponent: str, 
     # The network the pipeline's actors carry on this device (64x64 on the CPU, 256x256 else).
     hidden = (64, 64) if device == "cpu" else PPOConfig().hidden_sizes
     policy = ActorCritic(layout.size, ActionSpec.for_sim(cfg), hidden).to(device).eval()
-    agent = make_agent(opponent, envs, layout, device, sim_config=cfg)
+    agent = build_agent(opponent, envs, layout, device, sim_config=cfg)
     if compile_agents and isinstance(agent, ScriptedAgent):
         agent.compile()  # as pipeline.launch does on the CPU (run.compile_agents)
     actor = SimActor(

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from core.coerce import coerce
 
 
 @dataclass(frozen=True)
@@ -134,17 +137,10 @@ class PPOConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PPOConfig:
-        """Build from a plain dict; unknown keys raise ``ValueError`` naming them."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown PPO config field(s): {', '.join(unknown)}")
-        kwargs = dict(data)
-        for name in ("hidden_sizes", "policy_bias"):
-            if isinstance(kwargs.get(name), list):
-                kwargs[name] = tuple(kwargs[name])
-        return cls(**kwargs)
+    def from_dict(cls, data: Mapping[str, object]) -> PPOConfig:
+        """Build from a plain dict (``core.coerce.coerce``: every value checked against its
+        field's type); unknown keys raise ``ValueError`` naming them."""
+        return coerce(cls, data, unknown="unknown PPO config field(s): {names}")
 
 
 def _check_number(name: str, value: Any, low: float, low_inclusive: bool = True) -> None:

@@ -5,7 +5,7 @@ plays ``A`` against each opponent and prints win / draw / loss rates with Wilson
 and the mean episode length; ``--round-robin A,B,C`` plays every pair and rates all entrants by a
 maximum-likelihood Bradley–Terry (Elo) fit. An entrant is a scripted name, a checkpoint (file,
 checkpoints folder or run directory) or an import path ``package.module:ClassName`` (see
-:func:`pipeline.config.specs.make_agent`). Bad input (an unusable entrant, device or ``--json`` path)
+:func:`pipeline.config.specs.build_agent`). Bad input (an unusable entrant, device or ``--json`` path)
 is found before the first match and reported as one line, exit status 2.
 
 Fairness and determinism: a match of ``E`` episodes draws ``ceil(E / 2)`` starts from the
@@ -37,7 +37,7 @@ from learner.checkpoint import (
     resolve_checkpoint_path,
     temporary_path,
 )
-from pipeline.config.specs import make_agent
+from pipeline.config.specs import build_agent
 from pipeline.evaluation.recording import MatchRecorder
 from sim import BatchedSim, ObsLayout, SimConfig
 from sim.kernels import END_REASONS
@@ -156,7 +156,7 @@ def play_match(
             sim = BatchedSim(n, sim_config, device=device, seed=seed * 100_003 + b)
             specs = (agent, opponent) if agent_side == 0 else (opponent, agent)
             flyers = [
-                make_agent(
+                build_agent(
                     s, n, sim.layout, device, seed=seed * 2 + side, action_mode=sim_config.action_mode,
                     sim_config=sim_config, deterministic=deterministic,
                 ).eval()
@@ -363,7 +363,7 @@ def check_entrants(specs: list[str], sim_config: SimConfig, device: str) -> None
     ``ValueError`` now rather than after the matches before it were played."""
     layout = ObsLayout.from_config(sim_config)
     for spec in dict.fromkeys(specs):
-        make_agent(spec, 1, layout, device, action_mode=sim_config.action_mode, sim_config=sim_config)
+        build_agent(spec, 1, layout, device, action_mode=sim_config.action_mode, sim_config=sim_config)
 
 
 def build_parser() -> argparse.ArgumentParser:

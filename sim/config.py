@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from core.coerce import coerce
 
 G = 9.8
 """Standard gravity used by the model, m/s²."""
@@ -270,23 +273,8 @@ class SimConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SimConfig:
-        """Build from a plain dict; unknown keys raise ``ValueError`` naming them."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown sim config field(s): {', '.join(unknown)}")
-        kwargs = dict(data)
-        for name in ("fighter", "missile"):
-            if isinstance(kwargs.get(name), dict):
-                sub = kwargs[name]
-                sub_known = {f.name for f in dataclasses.fields(AeroParams)}
-                bad = sorted(set(sub) - sub_known)
-                if bad:
-                    raise ValueError(f"unknown {name} field(s): {', '.join(bad)}")
-                base = _fighter_aero() if name == "fighter" else _missile_aero()
-                kwargs[name] = dataclasses.replace(base, **sub)
-        for name in ("spawn_separation_m", "spawn_speed_mps"):
-            if isinstance(kwargs.get(name), list):
-                kwargs[name] = tuple(kwargs[name])
-        return cls(**kwargs)
+    def from_dict(cls, data: Mapping[str, object]) -> SimConfig:
+        """Build from a plain dict (``core.coerce.coerce``: every value checked against its
+        field's type, a partial ``fighter`` or ``missile`` table completed from that field's
+        default); unknown keys raise ``ValueError`` naming them."""
+        return coerce(cls, data, unknown="unknown sim config field(s): {names}")

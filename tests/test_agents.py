@@ -105,7 +105,7 @@ def test_make_agent_builds_every_scripted_name_and_rejects_unknown():
 def test_make_agent_leaves_checkpoints_to_the_pipeline(tmp_path):
     # Loading a checkpoint needs the learner, a floor above agents: pipeline.config.specs does it.
     for spec in ("/nonexistent/policy.pt", "run/ckpt.pth", str(tmp_path)):
-        with pytest.raises(ValueError, match=r"is a checkpoint: .*pipeline\.plugins\.make_agent"):
+        with pytest.raises(ValueError, match=r"is a checkpoint: .*pipeline\.config\.specs\.build_agent"):
             make_agent(spec, 1, LAYOUT)
 
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import ConfigError
+from pipeline.config.errors import ConfigError
 
 if sys.version_info >= (3, 11):
     import tomllib

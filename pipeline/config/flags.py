@@ -13,8 +13,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from pipeline.config import ACTOR_PROCESSES, DISPLAYS, RING_PLACEMENTS, ConfigError
+from pipeline.config.errors import ConfigError
 from pipeline.config.files import apply_override, load_toml, parse_value
+from pipeline.config.sections import ACTOR_PROCESSES, DISPLAYS, RING_PLACEMENTS
 from pipeline.run.rundir import run_dir_of
 
 # flag dest -> config key

@@ -1,29 +1,32 @@
 """Build agents and rewards from command-line specs, checkpoints included.
 
 ``agents.registry.make_agent`` builds scripted agents and ``package.module:Name`` plug-ins; a
-checkpoint needs the learner to load it, and only this floor may import both, so checkpoint
-specs are handled here and every other spec is handed down. Rewards need nothing above their
-own floor: :func:`make_reward` is ``rewards.registry.make_reward``, named here so that wiring
-code finds both builders in one place.
+checkpoint needs the learner to load it, and only this floor may import both, so
+:func:`build_agent` is that builder given :func:`load_checkpoint_agent` for checkpoint specs.
+Rewards need nothing above their own floor: :func:`make_reward` is
+``rewards.registry.make_reward``, named here so that wiring code finds both builders in one
+place.
 """
 
 from __future__ import annotations
 
-import os
+from typing import TYPE_CHECKING
 
 import torch
 
 from agents.base import BaseAgent
 from agents.policy import PolicyAgent
-from agents.registry import SCRIPTED, looks_like_checkpoint
-from agents.registry import make_agent as make_plain_agent
+from agents.registry import AgentOptions, make_agent
 from learner.checkpoint import load_policy, resolve_checkpoint_path
 from learner.spaces import ActionSpec
 from rewards.registry import make_reward
 from sim.config import SimConfig
 from sim.layout import ObsLayout
 
-__all__ = ["load_checkpoint_agent", "make_agent", "make_reward"]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = ["build_agent", "load_checkpoint_agent", "make_reward"]
 
 
 def _describe(spec: ActionSpec) -> str:
@@ -79,39 +82,13 @@ def load_checkpoint_agent(
     return PolicyAgent(policy, num_envs, deterministic=deterministic, seed=seed).to(device)
 
 
-def _names_a_path(name: str) -> bool:
-    """A spec with a path separator and no ``module:Name`` colon can only mean a file."""
-    seps = [os.sep] + ([os.altsep] if os.altsep else [])
-    return ":" not in name and any(s in name for s in seps)
-
-
-def make_agent(
-    spec: str,
-    num_envs: int,
-    layout: ObsLayout,
-    device: torch.device | str = "cpu",
-    *,
-    seed: int = 0,
-    action_mode: str = "discrete",
-    sim_config: SimConfig | None = None,
-    deterministic: bool = False,
+def build_agent(
+    spec: str, num_envs: int, layout: ObsLayout, device: torch.device | str = "cpu", **options: Unpack[AgentOptions]
 ) -> BaseAgent:
     """An agent for ``num_envs`` environments from a spec string: a checkpoint (a ``.pt`` /
     ``.pth`` file, a checkpoints folder or a run directory; see :func:`load_checkpoint_agent`),
-    or anything ``agents.registry.make_agent`` builds (a scripted name or
-    ``package.module:Name``). A checkpoint must act in the simulator's action mode
-    (``sim_config.action_mode``, else ``action_mode``).
+    or anything else ``agents.registry.make_agent`` builds (a scripted name or
+    ``package.module:Name``), which takes the same ``options``. A checkpoint must act in the
+    simulator's action mode (``sim_config.action_mode``, else ``action_mode``).
     """
-    if not isinstance(spec, str) or not spec.strip():
-        raise ValueError(f"agent spec must be a non-empty string, got {spec!r}")
-    name = spec.strip()
-    # Scripted names win over a folder of the same name, as in agents.registry.
-    if name not in SCRIPTED and (looks_like_checkpoint(name) or _names_a_path(name)):
-        return load_checkpoint_agent(
-            name, num_envs, layout, device, seed=seed, deterministic=deterministic,
-            sim_config=sim_config if sim_config is not None else SimConfig(action_mode=action_mode),
-        )
-    return make_plain_agent(
-        name, num_envs, layout, device, seed=seed, action_mode=action_mode,
-        sim_config=sim_config, deterministic=deterministic,
-    )
+    return make_agent(spec, num_envs, layout, device, load_checkpoint=load_checkpoint_agent, **options)

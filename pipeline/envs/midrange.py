@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from agents.base import BaseAgent
-from pipeline.config.specs import make_agent, make_reward
+from pipeline.config.specs import build_agent, make_reward
 from rewards.base import BaseReward, step_info
 from sim.batched import StepResult
 from sim.config import SimConfig
@@ -67,8 +67,8 @@ def build_opponent(
     if isinstance(opponent, str):
         layout = ObsLayout.from_config(config)
         try:
-            return make_agent(opponent, num_envs, layout, device, seed=seed,
-                              action_mode=config.action_mode, sim_config=config).eval()
+            return build_agent(opponent, num_envs, layout, device, seed=seed,
+                               action_mode=config.action_mode, sim_config=config).eval()
         except ValueError as exc:
             raise ValueError(f"Midrange-v0 opponent {opponent!r}: {exc}") from None
         except Exception as exc:  # a plug-in's constructor: its error, in one line

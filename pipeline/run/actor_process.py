@@ -53,7 +53,7 @@ from agents.scripted import ScriptedAgent
 from core.schema import Rollout
 from learner import ActionSpec, ActorCritic
 from pipeline.config import ConfigError, PipelineConfig
-from pipeline.config.specs import make_agent, make_reward
+from pipeline.config.specs import build_agent, make_reward
 from pipeline.league.matchmaking import LATEST, POLICY, League, copy_weights
 from pipeline.transport.ring import RingSlot, RolloutRing
 from pipeline.transport.weights import WeightPublisher
@@ -140,19 +140,19 @@ def make_opponent_and_reward(cfg: PipelineConfig, layout: ObsLayout, device: tor
     a bad spec is refused at the boundary, not in a child)."""
     B = cfg.actors.envs_per_actor
 
-    def build_agent(spec: str, num_envs: int, agent_seed: int) -> BaseAgent:
-        agent = make_agent(spec, num_envs, layout, device, seed=agent_seed,
-                           action_mode=cfg.sim.action_mode, sim_config=cfg.sim).eval()
+    def agent_from_spec(spec: str, num_envs: int, agent_seed: int) -> BaseAgent:
+        agent = build_agent(spec, num_envs, layout, device, seed=agent_seed,
+                            action_mode=cfg.sim.action_mode, sim_config=cfg.sim).eval()
         if cfg.run.compile_agents and isinstance(agent, ScriptedAgent):
             agent.compile()
         return agent
 
     try:
         if league is not None:
-            opponent: BaseAgent = league.make_opponent(B, build_agent, device, seed,
+            opponent: BaseAgent = league.make_opponent(B, agent_from_spec, device, seed,
                                                        select_on_device=select_on_device)
         else:
-            opponent = build_agent(cfg.actors.opponent, B, seed)
+            opponent = agent_from_spec(cfg.actors.opponent, B, seed)
         reward = make_reward(cfg.actors.reward, device, layout, cfg.sim)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
@@ -297,11 +297,11 @@ class ProcessActor:
         self.opponent: GroupedOpponent | None = None
         self.stats: _MirrorStats | None = None
         if league is not None:
-            def build_agent(spec: str, num_envs: int, agent_seed: int) -> BaseAgent:
-                return make_agent(spec, num_envs, layout, self.device, seed=agent_seed,
-                                  action_mode=config.sim.action_mode, sim_config=config.sim).eval()
+            def agent_from_spec(spec: str, num_envs: int, agent_seed: int) -> BaseAgent:
+                return build_agent(spec, num_envs, layout, self.device, seed=agent_seed,
+                                   action_mode=config.sim.action_mode, sim_config=config.sim).eval()
 
-            self.opponent = league.make_opponent(self.num_envs, build_agent, self.device, seed,
+            self.opponent = league.make_opponent(self.num_envs, agent_from_spec, self.device, seed,
                                                  select_on_device=False)
             self._sent = [(None, 0)] * self.opponent.num_groups
         if self.device.type == "cpu":

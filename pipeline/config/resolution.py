@@ -1,0 +1,157 @@
+"""From user data to the typed tree: :func:`resolve` chooses, in one place, every value the user
+left out that depends on the device or on other values (see :mod:`pipeline.config`), so the
+``config.toml`` a run writes holds every value it used."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from core.coerce import coerce
+from learner.ppo_config import PPOConfig
+from pipeline.config.devices import device_is_cuda, pick_device, usable_cores
+from pipeline.config.env_workers import measured_workers
+from pipeline.config.errors import ConfigError
+from pipeline.config.recipe import sim_policy_bias
+from pipeline.config.sections import (
+    PPO_DERIVED,
+    SECTIONS,
+    SIM_ONLY,
+    ActorsConfig,
+    PipelineConfig,
+    RunConfig,
+)
+from pipeline.config.validation import validate
+from sim.config import SimConfig
+
+
+def _table(data: dict[str, Any], name: str) -> dict[str, Any]:
+    table = data.get(name, {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"[{name}] must be a table, got {table!r}")
+    return dict(table)
+
+
+def _check_gym_options(env: str, t: dict[str, dict[str, Any]], device: str) -> None:
+    """Refuse, naming them, options a Gymnasium env cannot use (rather than ignore them)."""
+    for key in SIM_ONLY:
+        section, name = key.split(".")
+        if name in t[section]:
+            raise ConfigError(f"{key} does not apply to --env {env} (a Gymnasium env has its own "
+                              "reward and no opponent)")
+    if t["sim"]:
+        raise ConfigError(f"[sim] options ({', '.join(sorted(t['sim']))}) do not apply to --env {env}")
+    if device_is_cuda(device) and "device" in t["run"] and t["run"]["device"] != "auto":
+        raise ConfigError(f"--env {env}: Gymnasium actors and their learner run on the CPU; "
+                          f"run.device {t['run']['device']!r} is not supported with them")
+
+
+def resolve(data: dict[str, Any], device: str | None = None) -> PipelineConfig:
+    """The run's whole configuration from user data (parsed TOML plus overrides).
+
+    ``device`` (a concrete torch device string, taken as given; default: ``run.device`` of
+    ``data``, which must exist, ``auto`` picking CUDA when present) decides the values the user
+    left out: CPU defaults are sized so
+    ``python -m pipeline.launch --actors 4`` trains visibly within minutes on a 2-core laptop,
+    GPU defaults to fill the device. Resolving a resolved config's ``to_dict()`` gives it back.
+    """
+    if not isinstance(data, dict):
+        raise ConfigError(f"config must be a table, got {type(data).__name__}")
+    unknown = sorted(set(data) - set(SECTIONS) - {"sim", "ppo"})
+    if unknown:
+        raise ConfigError(f"unknown config section(s): {', '.join(unknown)}")
+    t = {name: _table(data, name) for name in (*SECTIONS, "sim", "ppo")}
+    if device is None:  # the user's device: it must exist
+        requested = t["run"].get("device", RunConfig.device)
+        if not isinstance(requested, str):
+            raise ConfigError(f"run.device must be a string, got {requested!r}")
+        device = pick_device(requested)
+    env = t["actors"].get("env", ActorsConfig.env)
+    if not isinstance(env, str):
+        raise ConfigError(f"actors.env must be a string, got {env!r}")
+    if env != "midrange":
+        _check_gym_options(env, t, device)
+        device = "cpu"
+    cuda = device_is_cuda(device)
+    t["run"]["device"] = device
+    count = t["actors"].get("count", ActorsConfig.count)
+    if not isinstance(count, int) or isinstance(count, bool):
+        raise ConfigError(f"actors.count must be an integer, got {count!r}")
+    if env != "midrange":
+        # CleanRL's PPO for classic control (4 envs × 128 steps, 4 epochs of 4 minibatches),
+        # as 4 actors × 4 envs × 32 steps, 4 chunks a batch.
+        for section, key, value in (("run", "total_steps", 500_000), ("actors", "envs_per_actor", 4),
+                                    ("actors", "rollout_len", 32),
+                                    ("intake", "slots_per_batch", min(count, 4))):
+            t[section].setdefault(key, value)
+        if "workers_per_actor" not in t["actors"]:
+            t["actors"]["workers_per_actor"] = measured_workers(env, t["actors"], count)
+        gym_ppo: dict[str, Any] = {"hidden_sizes": [64, 64], "update_epochs": 4,
+                                   "num_minibatches": 4, "learning_rate": 2.5e-4}
+        for key, value in gym_ppo.items():
+            t["ppo"].setdefault(key, value)
+    for section, key, value in (
+        ("run", "total_steps", 2_000_000_000 if cuda else 4_000_000),
+        ("run", "compile_sim", cuda),
+        ("run", "compile_agents", not cuda and env == "midrange"
+         and t["run"].get("total_steps", 4_000_000) >= 1_000_000),
+        ("run", "compile_step", not cuda and env == "midrange"
+         and t["run"].get("total_steps", 4_000_000) >= 1_000_000),
+        ("run", "actor_threads", count if cuda else max(1, min(count, usable_cores() - 1))),
+        ("actors", "envs_per_actor", 8192 if cuda else 64),
+        ("actors", "rollout_len", 32 if cuda else 16),
+        ("ring", "slots", 2 * count),
+        ("intake", "slots_per_batch", min(count, 2)),
+    ):
+        t[section].setdefault(key, value)
+    envs = t["actors"]["envs_per_actor"]
+    if isinstance(envs, int) and not isinstance(envs, bool) and envs >= 1:
+        # Up to 4 groups, as many as divide the actor's environments evenly.
+        t["league"].setdefault("groups_per_actor", max(g for g in range(1, 5) if envs % g == 0))
+    if env == "midrange":
+        # Fire is irreversible and scarce: a fresh policy that fires in half of its decisions
+        # empties its missiles at the first sight of the enemy, and learns to build on that
+        # opening; one that rarely fires meets shots taken at every range and every moment
+        # (bench/RESULTS.md, "Fire discipline").
+        t["ppo"].setdefault("policy_bias", sim_policy_bias(t["sim"]))
+        # The sim's observation carries the time left, so its time limit is part of the state
+        # and a fight that reaches it ends there, a draw: bootstrapping at the limit instead
+        # kept values of +0.5 to +1 in fights about to be drawn, and the fighter learned no
+        # urgency (bench/RESULTS.md, "Fire discipline and the time limit"). The env still
+        # reports truncation; this only chooses what the learner makes of it.
+        t["ppo"].setdefault("bootstrap_truncated", False)
+        if not cuda:
+            t["ppo"].setdefault("entropy_coef", 0.003)
+    if not cuda:
+        # Small, quick updates on a laptop CPU: the sample budget is what limits learning there.
+        cpu_ppo: dict[str, Any] = {"hidden_sizes": [64, 64], "update_epochs": 3,
+                                   "num_minibatches": 2, "learning_rate": 1e-3}
+        for key, value in cpu_ppo.items():
+            t["ppo"].setdefault(key, value)
+    parts: dict[str, Any] = {
+        name: coerce(cls, t[name], where=name, unknown="unknown option(s) in [{where}]: {names}",
+                     error=ConfigError)
+        for name, cls in SECTIONS.items()
+    }
+    try:
+        parts["sim"] = SimConfig.from_dict(t["sim"])
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"sim: {exc}") from None
+    derived = sorted(set(t["ppo"]) & set(PPO_DERIVED))
+    if derived:
+        raise ConfigError(f"ppo.{derived[0]} is derived (ppo.total_updates from run.total_steps, "
+                          "ppo.seed from run.seed); set those instead")
+    validate(PipelineConfig(**parts))  # every section but [ppo], which depends on them
+    config = PipelineConfig(**parts)
+    t["ppo"]["total_updates"] = max(-(-config.run.total_steps // config.samples_per_batch), 1)
+    t["ppo"]["seed"] = config.run.seed
+    try:
+        ppo = PPOConfig.from_dict(t["ppo"])
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"ppo: {exc}") from None
+    if config.samples_per_batch % ppo.num_minibatches:
+        raise ConfigError(
+            f"ppo.num_minibatches ({ppo.num_minibatches}) must divide the batch of "
+            f"{config.samples_per_batch} samples (rollout_len × envs_per_actor × slots_per_batch)"
+        )
+    return dataclasses.replace(config, ppo=ppo)
