@@ -82,9 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", help="auto | cpu | cuda | cuda:N (default auto)")
     p.add_argument("--total-steps", type=int, help="agent-steps to train for (default by device)")
     p.add_argument("--time-scale", type=float, help="sim time per decision relative to default")
-    p.add_argument("--opponent", help="opponent: straight, pursuit, shooter, crank, random, a "
-                   "checkpoint path or package.module:Class (default crank)")
-    p.add_argument("--reward", help="reward: zero, outcome, shaped or package.module:Class")
+    p.add_argument("--opponent", help="opponent: league (the default: self-play against past "
+                   "selves and scripted anchors), or one of straight, pursuit, shooter, crank, "
+                   "random, a checkpoint path or package.module:Class")
+    p.add_argument("--reward", help="reward: zero, outcome, shaped, draw, wasted, closing, a "
+                   "weighted sum such as shaped+-0.5*draw, or package.module:Class")
     p.add_argument("--seed", type=int, help="random seed (default 0)")
     p.add_argument("--run-dir", help="run directory (default runs/<UTC timestamp>)")
     p.add_argument("--resume", help="checkpoint file or run directory to resume from (a run "
