@@ -55,7 +55,8 @@ from learner import ActionSpec, ActorCritic
 from pipeline.config import ConfigError, PipelineConfig
 from pipeline.config.specs import make_agent, make_reward
 from pipeline.league.matchmaking import LATEST, POLICY, League, copy_weights
-from pipeline.transport.ring import RingSlot, RolloutRing
+from pipeline.transport.ring import RolloutRing
+from pipeline.transport.slots import RingSlot
 from pipeline.transport.weights import WeightPublisher
 from rewards.base import BaseReward
 from sim import ObsLayout

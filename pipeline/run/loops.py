@@ -31,7 +31,8 @@ from learner import RolloutBatch
 from monitoring import span
 from pipeline.run.actor_process import ProcessActor
 from pipeline.run.parts import Actor, RunParts
-from pipeline.transport.ring import RingClosed, RingSlot, SlotState
+from pipeline.transport.ring import RingClosed
+from pipeline.transport.slots import RingSlot, SlotState
 
 EVENT_POLL_S = 0.0005
 """Sleep between CUDA event polls: short next to a chunk, long enough not to spin the loop."""
