@@ -21,7 +21,7 @@ from torch import Tensor
 
 from actors.protocol import LeagueSeat, Policy, WeightSource
 from actors.stats import ChunkEpisodes
-from actors.step import ChunkInterrupted, ContractViolation, PolicyStep, StepTargets
+from actors.step import ChunkInterrupted, ContractViolation, PolicyStep, StepTargets, check_slot
 from agents.base import seeded_generator
 from core.schema import Rollout, RolloutSpec
 from monitoring import span
@@ -199,9 +199,7 @@ class GymActor:
     @torch.no_grad()
     def rollout(self, slot: Rollout, should_stop: Callable[[], bool] | None = None) -> None:
         """Write one T-step chunk into ``slot`` (a CPU ring slot)."""
-        if slot.spec != self.spec:
-            raise ValueError(f"slot does not match actor {self.actor_id}'s chunks: "
-                             f"{slot.spec.difference(self.spec)} (slot vs actor)")
+        check_slot(slot, self.spec, self.actor_id)
         self._chunk_returns, self._chunk_lengths = [], []
         done = torch.zeros(self.num_envs, dtype=torch.bool)
         lengths = torch.zeros(self.num_envs, dtype=torch.int64)
@@ -223,9 +221,7 @@ class GymActor:
         """:meth:`rollout` on an event loop: the policy acts, the actions go to the worker
         processes, and the loop awaits their replies (readers on their pipes, no busy wait),
         free for the learner and the other actors meanwhile."""
-        if slot.spec != self.spec:
-            raise ValueError(f"slot does not match actor {self.actor_id}'s chunks: "
-                             f"{slot.spec.difference(self.spec)} (slot vs actor)")
+        check_slot(slot, self.spec, self.actor_id)
         env: Any = self.env
         self._chunk_returns, self._chunk_lengths = [], []
         done = torch.zeros(self.num_envs, dtype=torch.bool)

@@ -24,7 +24,7 @@ from actors.compiled_step import CompiledStep, register_sim, result_tensors, sim
 from actors.cuda_graph import CapturedStep
 from actors.protocol import Policy, WeightSource
 from actors.stats import ChunkEpisodes, EpisodeStats
-from actors.step import ChunkInterrupted, ContractViolation, DecisionStep, StepTargets
+from actors.step import ChunkInterrupted, ContractViolation, DecisionStep, StepTargets, check_slot
 from agents.base import check_agent_actions, seeded_generator
 from agents.grouped import GroupedOpponent
 from core.schema import Rollout, RolloutSpec
@@ -298,9 +298,7 @@ class SimActor:
         read); when it says so the chunk is given up with :class:`ChunkInterrupted`, so a stop
         request is honoured within one decision step, however long a chunk is.
         """
-        if slot.spec != self.spec:
-            raise ValueError(f"slot does not match actor {self.actor_id}'s chunks: "
-                             f"{slot.spec.difference(self.spec)} (slot vs actor)")
+        check_slot(slot, self.spec, self.actor_id)
         caller = torch.cuda.current_stream(self.device) if self.stream is not None else None
         read_event = getattr(slot, "read_event", None)
         written_event = getattr(slot, "written_event", None)

@@ -1,9 +1,9 @@
-"""One decision step of an actor: what it produced, where its outputs go, and the errors that
-end a chunk.
+"""One decision step of an actor: what it produced, where its outputs go (in a slot that fits
+the actor's chunks), and the errors that end a chunk.
 
 Both actors (:mod:`actors.sim_actor`, :mod:`actors.gym_actor`) record a step as a
 :class:`PolicyStep` of their own kind (the rollout schema's step fields are read from it) and
-write it into :class:`StepTargets`.
+write it into :class:`StepTargets` of a slot that :func:`check_slot` accepted.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
+from core.schema import Rollout, RolloutSpec
 from sim import StepResult
 
 
@@ -23,6 +24,13 @@ class ContractViolation(RuntimeError):
     """Found at a chunk boundary: a plug-in's output broke its contract (actions out of range,
     a non-finite reward) or the policy's outputs went non-finite. Restarting the actor would
     meet it again, so the run stops."""
+
+
+def check_slot(slot: Rollout, spec: RolloutSpec, actor_id: int) -> None:
+    """Refuse a slot whose chunks are not the ones actor ``actor_id`` writes (``spec``)."""
+    if slot.spec != spec:
+        raise ValueError(f"slot does not match actor {actor_id}'s chunks: "
+                         f"{slot.spec.difference(spec)} (slot vs actor)")
 
 
 @dataclass
