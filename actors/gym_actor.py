@@ -19,7 +19,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from actors.sim_actor import ChunkInterrupted, ContractViolation, Policy, StepTargets
+from actors.protocol import LeagueSeat, Policy, WeightSource
+from actors.stats import ChunkEpisodes
+from actors.step import ChunkInterrupted, ContractViolation, PolicyStep, StepTargets, check_slot
 from agents.base import seeded_generator
 from core.schema import Rollout, RolloutSpec
 from monitoring import span
@@ -57,15 +59,9 @@ class EnvStepResult:
 
 
 @dataclass
-class GymDecisionStep:
+class GymDecisionStep(PolicyStep):
     """What one decision step produced; the rollout schema's step fields are read from it."""
 
-    obs: Tensor
-    actions: Tensor
-    log_probs: Tensor
-    values: Tensor
-    rewards: Tensor
-    bootstrap_values: Tensor
     result: EnvStepResult
 
 
@@ -131,10 +127,15 @@ class GymActor:
     def _as_obs(self, obs: Any) -> Tensor:
         return torch.as_tensor(np.asarray(obs), dtype=torch.float32).reshape(self.num_envs, self.obs_dim)
 
-    def sync_weights(self, publisher: Any) -> int:
+    @property
+    def league_seat(self) -> LeagueSeat | None:
+        """None: a Gymnasium env has no opponent for a league to choose."""
+        return None
+
+    def sync_weights(self, source: WeightSource) -> int:
         """Copy newer published weights into the replica."""
-        self.policy_version = publisher.pull(self.policy, self.policy_version, reader_id=self.actor_id,
-                                             stream=None)
+        self.policy_version = source.pull(self.policy, self.policy_version, reader_id=self.actor_id,
+                                          stream=None)
         return self.policy_version
 
     def _env_actions(self, actions: Tensor) -> np.ndarray:
@@ -198,9 +199,7 @@ class GymActor:
     @torch.no_grad()
     def rollout(self, slot: Rollout, should_stop: Callable[[], bool] | None = None) -> None:
         """Write one T-step chunk into ``slot`` (a CPU ring slot)."""
-        if slot.spec != self.spec:
-            raise ValueError(f"slot does not match actor {self.actor_id}'s chunks: "
-                             f"{slot.spec.difference(self.spec)} (slot vs actor)")
+        check_slot(slot, self.spec, self.actor_id)
         self._chunk_returns, self._chunk_lengths = [], []
         done = torch.zeros(self.num_envs, dtype=torch.bool)
         lengths = torch.zeros(self.num_envs, dtype=torch.int64)
@@ -222,9 +221,7 @@ class GymActor:
         """:meth:`rollout` on an event loop: the policy acts, the actions go to the worker
         processes, and the loop awaits their replies (readers on their pipes, no busy wait),
         free for the learner and the other actors meanwhile."""
-        if slot.spec != self.spec:
-            raise ValueError(f"slot does not match actor {self.actor_id}'s chunks: "
-                             f"{slot.spec.difference(self.spec)} (slot vs actor)")
+        check_slot(slot, self.spec, self.actor_id)
         env: Any = self.env
         self._chunk_returns, self._chunk_lengths = [], []
         done = torch.zeros(self.num_envs, dtype=torch.bool)
@@ -249,13 +246,17 @@ class GymActor:
         slot.next_values.copy_(self.policy.get_value(self._obs))
         self.chunks_written += 1
 
-    def chunk_episodes(self) -> tuple[Tensor, Tensor]:
-        """Returns and lengths of the episodes that ended in the last chunk."""
-        return (torch.tensor(self._chunk_returns, dtype=torch.float64),
-                torch.tensor(self._chunk_lengths, dtype=torch.int64))
+    def chunk_episodes(self) -> ChunkEpisodes:
+        """Returns and lengths of the episodes that ended in the last chunk (no outcomes: an
+        env has no winner)."""
+        return ChunkEpisodes(0, 0, 0, torch.tensor(self._chunk_lengths, dtype=torch.int64),
+                             torch.tensor(self._chunk_returns, dtype=torch.float64))
 
     def check_errors(self) -> None:
         """Nothing deferred: a Gymnasium env's errors are raised where they happen."""
+
+    def wait_started(self) -> None:
+        """Nothing to wait for: the env was reset when the actor was built."""
 
     def close(self) -> None:
         """Close the vector env (its worker processes)."""

@@ -16,90 +16,25 @@ from __future__ import annotations
 import contextlib
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import torch
-from torch import Tensor
 
 from actors.compiled_step import CompiledStep, register_sim, result_tensors, sim_step
 from actors.cuda_graph import CapturedStep
-from actors.stats import EpisodeStats
+from actors.protocol import Policy, WeightSource
+from actors.stats import ChunkEpisodes, EpisodeStats
+from actors.step import ChunkInterrupted, ContractViolation, DecisionStep, StepTargets, check_slot
 from agents.base import check_agent_actions, seeded_generator
 from agents.grouped import GroupedOpponent
 from core.schema import Rollout, RolloutSpec
 from monitoring import span
 from rewards.base import check_reward_output
-from sim import BatchedSim, SimConfig, StepResult, canonical_device
-
-
-class ChunkInterrupted(RuntimeError):
-    """A chunk was given up between two decision steps because the run is stopping."""
-
-
-class ContractViolation(RuntimeError):
-    """Found at a chunk boundary: a plug-in's output broke its contract (actions out of range,
-    a non-finite reward) or the policy's outputs went non-finite. Restarting the actor would
-    meet it again, so the run stops."""
-
+from sim import BatchedSim, SimConfig, canonical_device
 
 VIOLATIONS = ("opponent actions out of range or non-finite", "non-finite rewards",
               "non-finite policy outputs (log-probs or values)")
 """What the actor's sticky flags record, in order."""
-
-
-class Policy(Protocol):
-    """What an actor needs of its policy replica (``learner.ActorCritic`` is one)."""
-
-    def act(self, obs: Tensor, deterministic: bool = False,
-            generator: torch.Generator | None = None) -> tuple[Tensor, Tensor, Tensor]:
-        """Actions (sampled from ``generator``), their log-probabilities and the value
-        estimates of ``obs``."""
-        ...
-
-    def get_value(self, obs: Tensor) -> Tensor:
-        """Value estimates of ``obs``."""
-        ...
-
-
-@dataclass
-class DecisionStep:
-    """What one decision step produced. The rollout schema's step fields are copied from it
-    (each field's ``source`` names an attribute here), so a new field whose value is already
-    here needs no edit of the actor."""
-
-    obs: Tensor
-    """The learning side's observation before the step ``[B, D]``."""
-    actions: Tensor
-    """Its action ``[B, A]``."""
-    log_probs: Tensor
-    values: Tensor
-    rewards: Tensor
-    """The reward plug-in's reward ``[B]``."""
-    bootstrap_values: Tensor
-    """Value of the final observation where truncated, 0 elsewhere ``[B]``."""
-    opponent_actions: Tensor
-    """The opponent's action ``[B, A]``."""
-    result: StepResult
-    """The sim's step result (both sides; ``final_obs``, ``winner``, ``end_reason``, ...)."""
-
-
-@dataclass
-class StepTargets:
-    """Where one decision step's outputs go: row ``t`` of a chunk's step fields (a ring slot, a
-    staging twin or static graph buffers) and of the chunk's episode bookkeeping."""
-
-    fields: dict[str, Tensor]
-    """Row ``t`` of every step field of the rollout schema, by name."""
-    done: Tensor
-    lengths: Tensor
-
-    def copy_from(self, other: StepTargets) -> None:
-        """Copy every tensor from ``other`` (same shapes)."""
-        for name, t in self.fields.items():
-            t.copy_(other.fields[name])
-        self.done.copy_(other.done)
-        self.lengths.copy_(other.lengths)
 
 
 class SimActor:
@@ -250,13 +185,23 @@ class SimActor:
         """Whether chunks replay a captured CUDA graph."""
         return self._graph is not None
 
+    @property
+    def steps_on_event_loop(self) -> bool:
+        """Never: the sim steps in this process, so the loops run :meth:`rollout` in a thread."""
+        return False
+
+    @property
+    def league_seat(self) -> SimActor:
+        """The actor itself: a league reads its opponent and statistics directly."""
+        return self
+
     def _on_stream(self) -> contextlib.AbstractContextManager[Any]:
         return torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext()
 
     # ------------------------------------------------------------------ weights
-    def sync_weights(self, publisher: Any) -> int:
+    def sync_weights(self, source: WeightSource) -> int:
         """Copy newer published weights into the replica (on this actor's stream)."""
-        self.policy_version = publisher.pull(
+        self.policy_version = source.pull(
             self.policy, self.policy_version, reader_id=self.actor_id, stream=self.stream
         )
         return self.policy_version
@@ -353,9 +298,7 @@ class SimActor:
         read); when it says so the chunk is given up with :class:`ChunkInterrupted`, so a stop
         request is honoured within one decision step, however long a chunk is.
         """
-        if slot.spec != self.spec:
-            raise ValueError(f"slot does not match actor {self.actor_id}'s chunks: "
-                             f"{slot.spec.difference(self.spec)} (slot vs actor)")
+        check_slot(slot, self.spec, self.actor_id)
         caller = torch.cuda.current_stream(self.device) if self.stream is not None else None
         read_event = getattr(slot, "read_event", None)
         written_event = getattr(slot, "written_event", None)
@@ -387,6 +330,11 @@ class SimActor:
                 written_event.record(self.stream)
         self.chunks_written += 1
 
+    async def rollout_async(self, slot: Rollout, should_stop: Callable[[], bool] | None = None) -> None:
+        """:meth:`rollout` called from the event loop; it blocks the loop for the whole chunk
+        (the loops run a sim actor's chunks in a thread instead, see :attr:`steps_on_event_loop`)."""
+        self.rollout(slot, should_stop)
+
     def _staging_for(self) -> Rollout:
         if self._staging is None:
             self._staging = self.spec.allocate(self.device)
@@ -400,3 +348,14 @@ class SimActor:
             found = [what for what, bad in zip(VIOLATIONS, self._violations.tolist(), strict=True) if bad]
             raise ContractViolation(f"actor {self.actor_id}, chunk {self.chunks_written - 1}: "
                                     + "; ".join(found))
+
+    def chunk_episodes(self) -> ChunkEpisodes:
+        """Outcomes and lengths of the episodes that ended in the last chunk (one host read)."""
+        wins, draws, losses, lengths = self.stats.chunk_outcomes()
+        return ChunkEpisodes(int(wins), int(draws), int(losses), lengths)
+
+    def wait_started(self) -> None:
+        """Nothing to wait for: the actor is ready once built."""
+
+    def close(self) -> None:
+        """Nothing to release: the sim, the replica and the plug-ins live in this process."""

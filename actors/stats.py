@@ -57,6 +57,19 @@ class EpisodeSummary:
         return self.return_sum / self.episodes if self.episodes else 0.0
 
 
+@dataclass(frozen=True)
+class ChunkEpisodes:
+    """The episodes that ended in an actor's last chunk, read on the host at its boundary."""
+
+    wins: int
+    draws: int
+    losses: int
+    lengths: torch.Tensor
+    """Their lengths in decision steps (1-D)."""
+    returns: torch.Tensor | None = None
+    """Their returns (a Gymnasium env's actor; the sim's actors report outcomes instead)."""
+
+
 class EpisodeStats:
     """Running per-environment returns and total outcome counts for one learning side."""
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from actors.sim_actor import ContractViolation
+from actors.step import ContractViolation
 from learner import NonFiniteError
 from learner.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint_path
 from monitoring import Metrics

@@ -11,14 +11,8 @@ import pytest
 import torch
 
 from core.schema import RolloutSpec
-from pipeline.transport.ring import (
-    RingClosed,
-    RolloutRing,
-    SlotState,
-    SlotStateError,
-    UnwrittenSlotError,
-    choose_placement,
-)
+from pipeline.transport.ring import RingClosed, RolloutRing, SlotStateError, UnwrittenSlotError
+from pipeline.transport.slots import SlotState, choose_placement
 
 SPEC = RolloutSpec(rollout_len=4, num_envs=3, obs_dim=5, action_dim=3)
 

@@ -16,6 +16,7 @@ import gymnasium as gym
 
 from actors.gym_actor import check_spaces
 from core.plugins import load_object
+from monitoring import Metrics
 
 SIM_ENV = "midrange"
 
@@ -89,7 +90,7 @@ def probe(factory: EnvFactory) -> EnvSpaces:
 
 
 def make_vector_env(factory: EnvFactory, num_envs: int, workers: int,
-                    metrics: Any = None) -> gym.vector.VectorEnv:
+                    metrics: Metrics | None = None) -> gym.vector.VectorEnv:
     """``num_envs`` copies of the env resetting in the same step: in ``workers`` worker
     processes, or in this process when ``workers`` is 0."""
     if workers > 0:

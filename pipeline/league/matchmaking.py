@@ -38,6 +38,7 @@ from typing import Any
 
 import torch
 
+from actors.protocol import LeagueSeat, Replica
 from agents.base import BaseAgent
 from agents.grouped import GroupedOpponent
 from agents.policy import PolicyAgent
@@ -55,7 +56,7 @@ STATE_FILE = "league.json"
 STATE_VERSION = 1
 
 
-def copy_weights(target: torch.nn.Module, source: torch.nn.Module) -> None:
+def copy_weights(target: torch.nn.Module, source: Replica) -> None:
     """Copy ``source``'s weights (parameters and buffers, e.g. observation statistics) into
     ``target``'s own tensors: a group's policy slot takes the learner's latest self."""
     target.load_state_dict(source.state_dict())
@@ -229,7 +230,7 @@ class League:
         return self._rng.choices(names, weights=self.weights(names))[0]
 
     # ------------------------------------------------------------------ the actors
-    def before_chunk(self, actor: Any) -> None:
+    def before_chunk(self, actor: LeagueSeat) -> None:
         """Credit the groups' results since the last call to their opponents, drain every group
         whose time is up, and give every drained group a new opponent (its environments
         restart). Called by the actor's own thread between two of its chunks."""

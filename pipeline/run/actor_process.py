@@ -45,7 +45,10 @@ from typing import Any
 import msgpack
 import torch
 
-from actors.sim_actor import ChunkInterrupted, ContractViolation, SimActor
+from actors.protocol import WeightSource
+from actors.sim_actor import SimActor
+from actors.stats import ChunkEpisodes
+from actors.step import ChunkInterrupted, ContractViolation
 from agents.base import BaseAgent
 from agents.grouped import GroupedOpponent
 from agents.policy import PolicyAgent
@@ -55,7 +58,8 @@ from learner import ActionSpec, ActorCritic
 from pipeline.config import ConfigError, PipelineConfig
 from pipeline.config.specs import build_agent, make_reward
 from pipeline.league.matchmaking import LATEST, POLICY, League, copy_weights
-from pipeline.transport.ring import RingSlot, RolloutRing
+from pipeline.transport.ring import RolloutRing
+from pipeline.transport.slots import RingSlot
 from pipeline.transport.weights import WeightPublisher
 from rewards.base import BaseReward
 from sim import ObsLayout
@@ -227,7 +231,7 @@ def _send_quietly(conn: Connection, message: list[Any]) -> bool:
         return False
 
 
-def _apply_league(actor: Any, changes: list[Any]) -> None:
+def _apply_league(actor: SimActor, changes: list[Any]) -> None:
     """The main process's league decisions: new opponents per group, then restarts."""
     groups, restart = changes
     opponent = actor.opponent
@@ -272,6 +276,8 @@ class ProcessActor:
     stream = None
     uses_cuda_graph = False
     graph_error = ""
+    steps_on_event_loop = True
+    """Its chunks run in the process: the loops await them (:meth:`rollout_async`)."""
 
     def __init__(self, actor_id: int, config: PipelineConfig, seed: int, ring: RolloutRing,
                  publisher: WeightPublisher, stop_flag: torch.Tensor | None, league: League | None,
@@ -295,7 +301,8 @@ class ProcessActor:
         self._sent: list[tuple[str | None, int]] = []
         """Each group's (player, draw number) as last sent to the process."""
         self.opponent: GroupedOpponent | None = None
-        self.stats: _MirrorStats | None = None
+        self.stats = _MirrorStats(None)
+        """The last reply's per-environment results (a league's; replaced once started)."""
         if league is not None:
             def agent_from_spec(spec: str, num_envs: int, agent_seed: int) -> BaseAgent:
                 return build_agent(spec, num_envs, layout, self.device, seed=agent_seed,
@@ -339,7 +346,12 @@ class ProcessActor:
         self._started = True
 
     # ------------------------------------------------------------------ what loops call
-    def sync_weights(self, publisher: Any) -> int:
+    @property
+    def league_seat(self) -> ProcessActor:
+        """The handle itself: a league draws for its mirror, sent with the next chunk."""
+        return self
+
+    def sync_weights(self, publisher: WeightSource) -> int:
         """Nothing to do here: the process pulls newer weights itself before each chunk."""
         return self.policy_version
 
@@ -379,10 +391,10 @@ class ProcessActor:
             self._check_stop(should_stop)
         self._take_reply(slot)
 
-    def outcome(self) -> tuple[int, int, int, torch.Tensor]:
+    def chunk_episodes(self) -> ChunkEpisodes:
         """Wins, draws, losses and finished episode lengths of the last chunk."""
         wins, draws, losses, lengths = self._outcome
-        return wins, draws, losses, torch.tensor(lengths, dtype=torch.int64)
+        return ChunkEpisodes(wins, draws, losses, torch.tensor(lengths, dtype=torch.int64))
 
     def close(self) -> None:
         """Stop the process (asked first, killed after a second) and close the pipe."""

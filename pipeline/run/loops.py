@@ -25,13 +25,12 @@ from typing import Any, Protocol, TypeVar
 
 import torch
 
-from actors.gym_actor import GymActor
-from actors.sim_actor import ChunkInterrupted, SimActor
+from actors.step import ChunkInterrupted
 from learner import RolloutBatch
-from monitoring import span
-from pipeline.run.actor_process import ProcessActor
-from pipeline.run.parts import Actor, RunParts
-from pipeline.transport.ring import RingClosed, RingSlot, SlotState
+from monitoring import Metrics, span
+from pipeline.run.parts import RunActor, RunParts
+from pipeline.transport.ring import RingClosed
+from pipeline.transport.slots import RingSlot, SlotState
 
 EVENT_POLL_S = 0.0005
 """Sleep between CUDA event polls: short next to a chunk, long enough not to spin the loop."""
@@ -257,7 +256,7 @@ async def actor_loop(run: Run, actor_id: int) -> None:
         wait_s = time.perf_counter() - start
         actor = run.parts.actors[actor_id]
         try:
-            if not isinstance(actor, SimActor) and on_event_loop(actor) and not run.sched.sync:
+            if actor.steps_on_event_loop and not run.sched.sync:
                 # It steps in other processes: await them here, not in a thread.
                 await run.sched.watch("actor", write_chunk_async(actor, run, slot))
             else:
@@ -285,44 +284,33 @@ async def learner_loop(run: Run) -> None:
         await run.sched.turn()
 
 
-def on_event_loop(actor: Actor) -> bool:
-    """Whether ``actor``'s chunks are awaited on the event loop (its work runs in other
-    processes: an actor process, or a Gymnasium env's workers) rather than in a thread."""
-    return isinstance(actor, ProcessActor) or (isinstance(actor, GymActor) and actor.steps_on_event_loop)
-
-
-def write_chunk(actor: Actor, run: Run, slot: RingSlot) -> None:
+def write_chunk(actor: RunActor, run: Run, slot: RingSlot) -> None:
     """Blocking part of a chunk: pick up newer weights, then roll out into ``slot`` (given up
     between two decision steps when the run stops). An actor process pulls its weights itself;
     a league draws for it here, on its mirror, and the process gets the decisions with the chunk."""
     actor.sync_weights(run.parts.publisher)
-    if run.parts.league is not None and isinstance(actor, (SimActor, ProcessActor)):
-        run.parts.league.before_chunk(actor)  # results credited, opponents drawn
+    seat = actor.league_seat
+    if run.parts.league is not None and seat is not None:
+        run.parts.league.before_chunk(seat)  # results credited, opponents drawn
     actor.rollout(slot, should_stop=lambda: run.budget.stopped)
 
 
-async def write_chunk_async(actor: GymActor | ProcessActor, run: Run, slot: RingSlot) -> None:
+async def write_chunk_async(actor: RunActor, run: Run, slot: RingSlot) -> None:
     """:func:`write_chunk` for an actor whose chunk runs in other processes."""
     actor.sync_weights(run.parts.publisher)
-    if run.parts.league is not None and isinstance(actor, ProcessActor):
-        run.parts.league.before_chunk(actor)
+    seat = actor.league_seat
+    if run.parts.league is not None and seat is not None:
+        run.parts.league.before_chunk(seat)
     await actor.rollout_async(slot, should_stop=lambda: run.budget.stopped)
 
 
-def chunk_outcome(actor: Actor, slot_wait_s: float) -> ChunkOutcome:
+def chunk_outcome(actor: RunActor, slot_wait_s: float) -> ChunkOutcome:
     """Check the chunk's deferred errors and read its episode outcomes."""
     actor.check_errors()
-    if isinstance(actor, GymActor):
-        returns, lengths = actor.chunk_episodes()
-        return ChunkOutcome(actor.actor_id, actor.samples_per_chunk, actor.physics_steps_per_chunk,
-                            0, 0, 0, lengths, slot_wait_s, returns)
-    if isinstance(actor, ProcessActor):
-        w, d, l_, lengths = actor.outcome()  # sent with the chunk's handover
-        return ChunkOutcome(actor.actor_id, actor.samples_per_chunk, actor.physics_steps_per_chunk,
-                            w, d, l_, lengths, slot_wait_s)
-    wins, draws, losses, lengths = actor.stats.chunk_outcomes()
+    episodes = actor.chunk_episodes()
     return ChunkOutcome(actor.actor_id, actor.samples_per_chunk, actor.physics_steps_per_chunk,
-                        int(wins), int(draws), int(losses), lengths, slot_wait_s)
+                        episodes.wins, episodes.draws, episodes.losses, episodes.lengths, slot_wait_s,
+                        episodes.returns)
 
 
 def train_on(run: Run, slots: list[RingSlot]) -> None:
@@ -406,7 +394,7 @@ class BatchIntake:
     recorded (CUDA), which the next writer's stream waits on.
     """
 
-    def __init__(self, parts: RunParts, metrics: Any):
+    def __init__(self, parts: RunParts, metrics: Metrics):
         self.ring = parts.ring
         self.learner = parts.learner
         self.metrics = metrics

@@ -10,25 +10,27 @@ import copy
 import resource
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from actors.gym_actor import GymActor
-from actors.sim_actor import SimActor
+from actors.protocol import Actor
 from core.schema import RolloutSpec
 from learner import ActionSpec, ActorCritic, PPOLearner
+from monitoring import Metrics
 from pipeline.config import LEAGUE, ConfigError, PipelineConfig
 from pipeline.envs.choice import EnvFactory, is_sim, make_vector_env, probe
 from pipeline.league.matchmaking import League
 from pipeline.run.actor_process import ProcessActor, make_opponent_and_reward, make_sim_actor
 from pipeline.transport.ring import RolloutRing
+from pipeline.transport.slots import RingSlot
 from pipeline.transport.weights import WeightPublisher
 from sim import BatchedSim, ObsLayout
 from sim.device import available_memory_bytes, format_bytes
 
-Actor = SimActor | GymActor | ProcessActor
-"""An experience producer: the sim's (in this process or in an actor process) or a Gymnasium env's."""
+RunActor = Actor[RingSlot]
+"""An experience producer writing this run's ring slots: the sim's (``SimActor`` in this process,
+``ProcessActor`` for one in an actor process) or a Gymnasium env's (``GymActor``)."""
 
 
 def actor_seed(base_seed: int, actor_id: int, incarnation: int) -> int:
@@ -47,13 +49,13 @@ class RunParts:
     learner: PPOLearner
     publisher: WeightPublisher
     ring: RolloutRing
-    actors: list[Actor]
+    actors: list[RunActor]
     incarnations: list[int]
     """Restarts so far, per actor."""
     env_factory: EnvFactory | None = None
     """The Gymnasium env the actors run (None for the sim)."""
-    metrics: Any = None
-    """The run's ``monitoring.Metrics`` (worker pools count their restarts there)."""
+    metrics: Metrics | None = None
+    """The run's metrics (worker pools count their restarts there)."""
     league: League | None = None
     """The self-play league (``--opponent league``), else None."""
     stop_flag: torch.Tensor | None = None
@@ -66,7 +68,7 @@ class RunParts:
             p.requires_grad_(False)
         return replica
 
-    def build_actor(self, actor_id: int, stream: torch.cuda.Stream | None = None) -> Actor:
+    def build_actor(self, actor_id: int, stream: torch.cuda.Stream | None = None) -> RunActor:
         """A fresh actor (new environments, replica, opponent, reward) for slot ``actor_id``
         (on ``stream`` if given: a restart keeps its predecessor's CUDA stream)."""
         cfg = self.config
@@ -92,21 +94,19 @@ class RunParts:
     def close(self) -> None:
         """Close the actors' Gymnasium envs and the actor processes (none is left running)."""
         for actor in self.actors:
-            if not isinstance(actor, SimActor):
-                actor.close()
+            actor.close()
 
-    def restart_actor(self, actor_id: int) -> Actor:
+    def restart_actor(self, actor_id: int) -> RunActor:
         """Replace a failed actor by a fresh one on new environments."""
         self.incarnations[actor_id] += 1
-        old = self.actors[actor_id]
-        if not isinstance(old, SimActor):
-            old.close()  # a Gymnasium env's workers, or an actor process (killed if still alive)
+        # A Gymnasium env's workers, or an actor process (killed if still alive); a sim actor
+        # in this process has nothing to close.
+        self.actors[actor_id].close()
         # The failed actor's stream was synchronized (pipeline.run.loops.recover). Reusing it
         # keeps every actor on a stream of its own: PyTorch's pool hands out 32 per device,
         # round robin, so taking a new one per restart would sooner or later share one.
         actor = self.actors[actor_id] = self.build_actor(actor_id, stream=self.actors[actor_id].stream)
-        if isinstance(actor, ProcessActor):
-            actor.wait_started()
+        actor.wait_started()  # an actor process's start; the others are ready once built
         return actor
 
 
@@ -157,7 +157,7 @@ def check_resources(config: PipelineConfig) -> None:
                 f"descriptors plus about {FDS_SPARE}, but the limit is {soft} (ulimit -n)")
 
 
-def build(config: PipelineConfig, metrics: Any = None, run_dir: Path | None = None) -> RunParts:
+def build(config: PipelineConfig, metrics: Metrics | None = None, run_dir: Path | None = None) -> RunParts:
     """Construct every part for a resolved config (no checkpoint loaded yet); a league keeps
     its pool in ``run_dir/league`` (default: ``runs/league``, for tests and benches)."""
     device = torch.device(config.run.device)
@@ -204,8 +204,7 @@ def build(config: PipelineConfig, metrics: Any = None, run_dir: Path | None = No
         for i in range(config.actors.count):
             parts.actors.append(parts.build_actor(i))  # appended one by one: close() finds them
         for actor in parts.actors:
-            if isinstance(actor, ProcessActor):
-                actor.wait_started()  # actor processes start side by side, then are awaited
+            actor.wait_started()  # actor processes start side by side, then are awaited
     except BaseException:
         parts.close()
         raise

@@ -13,10 +13,10 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Any
 
 from actors.cuda_graph import CAPTURE_LOCK
-from actors.sim_actor import ContractViolation
+from actors.step import ContractViolation
+from monitoring import Metrics, ProfileSession
 from monitoring.overlap import intersect, length, union
 from pipeline.config import PipelineConfig
 from pipeline.league.matchmaking import LEARNER
@@ -48,7 +48,7 @@ class RunProgress:
         mode: ``async`` or ``sync`` (shown in the snapshots).
     """
 
-    def __init__(self, parts: RunParts, metrics: Any, display: Display, log: logging.Logger,
+    def __init__(self, parts: RunParts, metrics: Metrics, display: Display, log: logging.Logger,
                  run_dir: Path, agent_steps_before: int, mode: str):
         self.parts = parts
         self.config: PipelineConfig = parts.config
@@ -64,8 +64,8 @@ class RunProgress:
         """Agent-steps this run trained on (what the budget and a resume count)."""
         self.updates = 0
         self.failures = 0
-        self.profile: Any = None
-        """A ``monitoring.ProfileSession`` told of every finished update (``--profile``)."""
+        self.profile: ProfileSession | None = None
+        """A profiling session told of every finished update (``--profile``)."""
         self.profiled = False
         """True once a ``--profile`` trace measured the overlap (it then owns the metric)."""
         self.lags: list[int] = []

@@ -30,6 +30,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from actors.protocol import Replica
+
 
 class WeightPublisher:
     """A module's state in preallocated flat buffers, with a publication version."""
@@ -129,7 +131,7 @@ class WeightPublisher:
     @torch.no_grad()
     def pull(
         self,
-        module: nn.Module,
+        module: Replica,
         local_version: int,
         reader_id: int = 0,
         stream: torch.cuda.Stream | None = None,
