@@ -137,7 +137,7 @@ class RingConfig:
     slots: int = 8
     """Number of slots; two per actor when left out."""
     placement: str = "auto"
-    """``auto``, ``device``, ``pinned`` or ``shared`` (see ``pipeline.transport.ring``)."""
+    """``auto``, ``device``, ``pinned`` or ``shared`` (see ``pipeline.transport.slots``)."""
 
 
 @dataclass(frozen=True)
