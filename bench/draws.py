@@ -32,7 +32,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline.config.specs import make_agent
-from pipeline.evaluate import play_first_episodes, trained_sim_config
+from pipeline.evaluation.entrants import trained_sim_config
+from pipeline.evaluation.matches import play_first_episodes
 from sim import BatchedSim, SimState
 from sim.kernels import END_REASONS, DecisionAccumulators
 

@@ -18,7 +18,8 @@ from monitoring.exporter import exposition
 from pipeline.config import LeagueConfig, resolve
 from pipeline.config.flags import parse_config
 from pipeline.launch import main, run
-from pipeline.league.matchmaking import LATEST, LEARNER, POLICY, League, Record
+from pipeline.league.matchmaking import LATEST, POLICY, League
+from pipeline.league.records import LEARNER, Record
 from sim import ObsLayout, SimConfig
 
 LAYOUT = ObsLayout.from_config(SimConfig())
@@ -382,8 +383,8 @@ def test_a_snapshot_that_fails_to_load_is_named(tmp_path, capsys):
 
 
 def test_a_round_robin_takes_a_league_folder_as_its_pool(tmp_path):
-    from pipeline.evaluate import expand_pools
     from pipeline.evaluate import main as evaluate
+    from pipeline.evaluation.entrants import expand_pools
     argv = league_argv(tmp_path, "--set", "league.anchors=['straight', 'random']", steps=8 * T * B)
     config = resolve(parse_config(argv), "cpu")
     folder = run(config).run_dir / "league"
