@@ -13,6 +13,9 @@ seeded scenario generator and plays each start twice, once with the agent as red
 blue, so neither side's spawn draw favours anyone. Every environment plays exactly its first
 episode; all of them run batched (``--batch`` environments per simulator). Simulator seeds
 derive from ``--seed`` and the batch number only, so the same command gives the same table.
+
+This module is the command; the matches, intervals, ratings, tables, entrants and input checks
+it runs are in :mod:`pipeline.evaluation`.
 """
 
 from __future__ import annotations
