@@ -32,7 +32,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline.config.specs import build_agent
-from pipeline.evaluate import play_first_episodes, trained_sim_config
+from pipeline.evaluation.entrants import trained_sim_config
+from pipeline.evaluation.matches import play_first_episodes
 from sim import BatchedSim, SimState
 from sim.kernels import END_REASONS, DecisionAccumulators
 
@@ -104,7 +105,7 @@ def play(agent: str, opponent: str, starts: int, seed: int) -> DrawLog:
         sim.observer = DrawWatcher(log, agent_side)
         specs = (agent, opponent) if agent_side == 0 else (opponent, agent)
         flyers = [build_agent(s, starts, sim.layout, "cpu", seed=seed * 2 + side,
-                              action_mode=config.action_mode, sim_config=config).eval()
+                             action_mode=config.action_mode, sim_config=config).eval()
                   for side, s in enumerate(specs)]
         torch.manual_seed(seed * 100_003 + agent_side)
         with torch.no_grad():

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import sim  # noqa: F401  (registers Midrange-v0)
 from pipeline.envs.midrange import DEFAULT_OPPONENT
-from pipeline.evaluate import wilson_interval
+from pipeline.evaluation.intervals import wilson_interval
 from sim.kernels import END_REASONS
 
 

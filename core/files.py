@@ -10,7 +10,11 @@ file (which frees the space a full disk ran out of) and raises ``OSError`` namin
 - :func:`write_bytes_atomic`, :func:`write_text_atomic`, :func:`write_json_atomic`: whole
   contents at once;
 - :class:`AtomicFile`: the same steps spread over a writer's lifetime (a replay streamed frame by
-  frame): ``commit()`` moves it into place, ``abort()`` gives it up.
+  frame): ``commit()`` moves it into place, ``abort()`` gives it up;
+- :func:`atomic_path`: for writers that take a file name rather than an open file (an encoder run
+  as another process, a profiler's trace export).
+
+Text is written as UTF-8 with ``\n`` line ends on every platform.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any, Literal, overload
@@ -27,6 +32,16 @@ def temporary_path(path: str | Path) -> Path:
     """The temporary name an atomic writer of ``path`` uses: ``.NAME.<pid>.tmp`` beside it."""
     path = Path(path)
     return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+_TEMPORARY_NAME = re.compile(r"^\..+\.(\d+)\.tmp$")
+
+
+def writer_pid(path: str | Path) -> int | None:
+    """The pid in a name :func:`temporary_path` gives (the writer that made the file), or None
+    for any other name."""
+    m = _TEMPORARY_NAME.match(Path(path).name)
+    return None if m is None else int(m.group(1))
 
 
 def _naming(exc: OSError, path: Path) -> OSError:
@@ -52,7 +67,9 @@ class AtomicFile:
         self.path = Path(path)
         self.tmp = temporary_path(self.path)
         try:
-            self.file: IO[Any] | None = open(self.tmp, mode)  # closed by commit() or abort()
+            # Closed by commit() or abort().
+            self.file: IO[Any] | None = (open(self.tmp, "wb") if mode == "wb"
+                                         else open(self.tmp, "w", encoding="utf-8", newline="\n"))
         except OSError as exc:
             raise _naming(exc, self.path) from exc
 
@@ -112,6 +129,26 @@ def _atomic_write(path: str | Path, mode: Literal["wb", "w"]) -> Iterator[IO[Any
             raise _naming(exc, out.path) from exc
         raise
     out.commit()
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """``with atomic_path(path) as tmp: ...``: ``tmp`` is the temporary name for a writer that
+    opens the file itself; when the block ends without an exception the file written there is
+    fsynced and renamed over the target, and when it raises the file is removed and the target
+    left untouched."""
+    target = Path(path)
+    tmp = temporary_path(target)
+    try:
+        yield tmp
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException as exc:
+        _discard(tmp)
+        if isinstance(exc, OSError):
+            raise _naming(exc, target) from exc
+        raise
 
 
 def write_bytes_atomic(path: str | Path, data: bytes) -> None:

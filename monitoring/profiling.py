@@ -17,7 +17,6 @@ import functools
 import json
 import logging
 import os
-import tempfile
 from pathlib import Path
 from types import TracebackType
 
@@ -26,6 +25,7 @@ import torch.autograd.profiler as _autograd_profiler
 from torch.autograd.profiler import record_function
 from torch.profiler import ProfilerActivity, profile
 
+from core.files import atomic_path, write_text_atomic
 from monitoring.facade import Metrics
 
 log = logging.getLogger(__name__)
@@ -98,19 +98,9 @@ def _all_threads_config():
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (temp file in the same folder, fsync, rename)."""
+    """Write ``text`` to ``path`` atomically (``core.files``), creating its folder if missing."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(path.parent / Path(tmp).name, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomic(path, text)
 
 
 class ProfileSession:
@@ -213,11 +203,8 @@ class ProfileSession:
             torch.cuda.synchronize()  # GPU activity of the recorded iterations must be complete
         prof.__exit__(None, None, None)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.trace_path.with_name(f".{self.trace_path.name}.tmp")
-        prof.export_chrome_trace(str(tmp))
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.trace_path)
+        with atomic_path(self.trace_path) as tmp:  # the profiler writes the trace by name
+            prof.export_chrome_trace(str(tmp))
         report = analyze_trace(json.loads(self.trace_path.read_text()))
         self.report = report.to_dict()
         atomic_write_text(self.report_path, json.dumps(self.report, indent=2) + "\n")

@@ -89,8 +89,9 @@ def evaluate(checkpoint: Path, config: PipelineConfig, run_dir: Path | None = No
         factory = EnvFactory(config.actors.env, dict(config.actors.env_kwargs))
         return evaluate_returns(checkpoint, factory, config.run.eval_episodes,
                                 seed=config.run.seed + 1).line()
-    from pipeline.evaluate import format_table, play_match
+    from pipeline.evaluation.matches import play_match
     from pipeline.evaluation.recording import MatchRecorder
+    from pipeline.evaluation.tables import format_table
 
     replays = run_dir / "replays" if run_dir is not None and config.run.eval_replays > 0 else None
     if replays is not None:

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from agents import make_agent
-from pipeline.evaluate import play_match
+from pipeline.evaluation.matches import play_match
 from sim import BatchedSim, SimConfig
 
 HEAD_ON = SimConfig(scenario="head_on")

@@ -4,16 +4,19 @@ temporary file behind."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from core.files import (
     AtomicFile,
+    atomic_path,
     atomic_write,
     temporary_path,
     write_json_atomic,
     write_text_atomic,
+    writer_pid,
 )
 
 
@@ -80,3 +83,38 @@ def test_a_streamed_file_appears_only_on_commit_and_abort_removes_it(tmp_path: P
     gone.abort()
     assert not (tmp_path / "s.bin").exists()
     assert _leftovers(tmp_path) == []
+
+
+def test_text_is_utf8_with_newline_line_ends(tmp_path: Path):
+    target = tmp_path / "a.txt"
+    write_text_atomic(target, "ü\nend\n")
+    assert target.read_bytes() == "ü\nend\n".encode()
+
+
+def test_a_named_temporary_file_is_moved_into_place_or_removed(tmp_path: Path):
+    target = tmp_path / "a.bin"
+    target.write_bytes(b"old")
+    with pytest.raises(RuntimeError, match="encoder died"), atomic_path(target) as tmp:
+        tmp.write_bytes(b"partial")
+        raise RuntimeError("encoder died")
+    assert target.read_bytes() == b"old"
+    assert _leftovers(tmp_path) == []
+    with atomic_path(target) as tmp:
+        assert tmp == temporary_path(target)
+        tmp.write_bytes(b"new")
+    assert target.read_bytes() == b"new"
+    assert _leftovers(tmp_path) == []
+
+
+def test_a_named_writer_that_wrote_nothing_is_an_oserror_naming_the_target(tmp_path: Path):
+    target = tmp_path / "a.bin"
+    with pytest.raises(OSError) as info, atomic_path(target):
+        pass
+    assert info.value.filename == str(target)
+    assert not target.exists()
+
+
+def test_writer_pid_reads_the_pid_of_a_temporary_name(tmp_path: Path):
+    assert writer_pid(temporary_path(tmp_path / "ckpt_000000001.pt")) == os.getpid()
+    assert writer_pid(tmp_path / "ckpt_000000001.pt") is None
+    assert writer_pid(tmp_path / ".x.tmp") is None

@@ -11,15 +11,10 @@ import pytest
 import torch
 
 from agents import make_agent
-from pipeline.evaluate import (
-    MatchStats,
-    bradley_terry,
-    main,
-    play_first_episodes,
-    play_match,
-    run,
-    wilson_interval,
-)
+from pipeline.evaluate import main, run
+from pipeline.evaluation.intervals import wilson_interval
+from pipeline.evaluation.matches import MatchStats, play_first_episodes, play_match
+from pipeline.evaluation.ratings import bradley_terry
 from sim import BatchedSim, SimConfig
 
 

@@ -14,9 +14,10 @@ import pytest
 import torch
 from ckpt_damage import DAMAGE, fill, tiny_filesystem
 
+from core.files import write_json_atomic
 from learner import ActionSpec, PPOConfig, PPOLearner
 from learner.checkpoint import save_checkpoint
-from pipeline.evaluate import main, run, write_json_atomic
+from pipeline.evaluate import main, run
 from sim import SimConfig
 from sim.layout import ObsLayout
 

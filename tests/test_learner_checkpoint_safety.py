@@ -17,6 +17,7 @@ import torch
 from ckpt_damage import DAMAGE, fill, tiny_filesystem
 from test_learner_ppo import random_batch, small_learner
 
+from core.files import temporary_path
 from learner.checkpoint import (
     CheckpointError,
     NonFiniteStateError,
@@ -28,7 +29,6 @@ from learner.checkpoint import (
     resolve_checkpoint_path,
     save_checkpoint,
     sweep_stale_tmp,
-    temporary_path,
 )
 
 
@@ -154,7 +154,7 @@ def test_sweep_removes_only_the_temporary_files_of_dead_writers(tmp_path):
     # A real writer: a process that opens its temporary file, then is killed with SIGKILL.
     child = subprocess.Popen(
         [sys.executable, "-c",
-         "import sys, time; from learner.checkpoint import temporary_path; "
+         "import sys, time; from core.files import temporary_path; "
          "p = temporary_path(sys.argv[1]); p.write_bytes(b'half'); print(p, flush=True); time.sleep(600)",
          str(tmp_path / "latest.pt")],
         stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1])

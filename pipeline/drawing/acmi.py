@@ -23,13 +23,13 @@ roll is the bank of a coordinated turn with the sim's lateral acceleration
 from __future__ import annotations
 
 import math
-import os
 from datetime import datetime
 from pathlib import Path
 from typing import IO
 
 import numpy as np
 
+from core.files import atomic_write
 from sim.config import G
 from sim.replay.format import Replay
 
@@ -74,15 +74,8 @@ def _t(x: float, y: float, vx: float, vy: float, rudder: float, radius: float) -
 
 def write_acmi(replay: Replay, path: Path) -> None:
     """Write ``replay`` as ACMI 2.2 text into ``path`` (atomically)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as out:
-            _write(replay, out)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with atomic_write(path, "w") as out:
+        _write(replay, out)
 
 
 def _escape(text: str) -> str:

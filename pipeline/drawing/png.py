@@ -8,12 +8,12 @@ scale bar, a legend, and the outcome in the title. Drawn with matplotlib (the ``
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from core.files import atomic_write
 from sim.replay.format import Replay
 
 SIDE_NAMES = ("red", "blue")
@@ -50,13 +50,9 @@ def outcome_text(replay: Replay) -> str:
 
 
 def save_figure(fig: Any, path: Path, fmt: str = "png", dpi: int = 120) -> None:
-    """Save atomically: a temporary file beside ``path``, then a rename."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        fig.savefig(tmp, format=fmt, dpi=dpi)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    """Save atomically (``core.files``)."""
+    with atomic_write(path) as out:
+        fig.savefig(out, format=fmt, dpi=dpi)
 
 
 def write_png(replay: Replay, path: Path, tick_s: float | None = None) -> None:

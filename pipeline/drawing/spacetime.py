@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from pipeline.drawing.png import require_matplotlib, save_figure
 from sim.config import SimConfig
 from sim.reach.missile import cached_tables
 from sim.reach.threat import ReachSummary, escape_path, hold_path, reach_summary, threat_region
@@ -168,23 +169,11 @@ def summary_text(state: FightState, s: ReachSummary) -> str:
     ])
 
 
-def require_matplotlib() -> Any:
-    """``matplotlib.pyplot`` on the Agg backend, or an ``ImportError`` saying how to install it."""
-    try:
-        import matplotlib
-    except ImportError:
-        raise ImportError("--spacetime needs matplotlib: pip install 'midrange-rl[viz]'") from None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def draw_spacetime(state: FightState, geom: SpacetimeGeometry, title: str = "") -> Any:
     """The figure: 3-D (x, y in km, t up) on the left, top-down with time as colour on the
     right. Region slices are lines with ``gid`` ``{threat-escape|threat-straight|own-reach}:{t}``
     (km) in both panels."""
-    plt = require_matplotlib()
+    plt = require_matplotlib("--spacetime")
     from matplotlib.collections import LineCollection
     from mpl_toolkits.mplot3d.art3d import Poly3DCollection
 
@@ -255,7 +244,7 @@ def write_spacetime(replay: Replay, path: Path, at_s: float | None = None, own: 
                     horizon_s: float = 60.0) -> FightState:
     """Draw the spacetime graph of ``replay`` at ``at_s`` into ``path`` (PNG); returns the
     moment drawn."""
-    plt = require_matplotlib()
+    plt = require_matplotlib("--spacetime")
     state = fight_state(replay, at_s, own)
     geom = spacetime_geometry(state, horizon_s)
     agents = replay.header.get("agents", {})
@@ -263,9 +252,7 @@ def write_spacetime(replay: Replay, path: Path, at_s: float | None = None, own: 
              f"at {state.t_s:.1f} s, horizon {horizon_s:g} s")
     fig = draw_spacetime(state, geom, title)
     try:
-        tmp = path.with_name(f".{path.name}.tmp")
-        fig.savefig(tmp, format="png", dpi=110)
-        tmp.replace(path)
+        save_figure(fig, path, "png", dpi=110)
     finally:
         plt.close(fig)
     return state

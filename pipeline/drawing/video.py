@@ -11,12 +11,12 @@ extra; each is written under a temporary name and renamed when complete.
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
+from core.files import atomic_path, atomic_write
 from sim.config import SimConfig
 from sim.envs.render import View, draw_frame, fit_view, require_pillow
 from sim.replay.format import Replay
@@ -84,10 +84,6 @@ def frame_stride(replay: Replay, fps: float, speed: float) -> int:
     return max(round(speed / (fps * dt)), 1)
 
 
-def _tmp(path: Path) -> Path:
-    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
-
-
 def write_gif(replay: Replay, path: Path, fps: float = 20.0, speed: float = 10.0,
               size: tuple[int, int] = (640, 480)) -> int:
     """Animate ``replay`` into a GIF; returns the number of pictures."""
@@ -95,13 +91,9 @@ def write_gif(replay: Replay, path: Path, fps: float = 20.0, speed: float = 10.0
     every = frame_stride(replay, fps, speed)
     every = max(every, -(-replay.num_frames // MAX_GIF_FRAMES))
     images = [Image.fromarray(p).quantize(colors=64) for p in pictures(replay, *size, every=every)]
-    tmp = _tmp(path)
-    try:
-        images[0].save(tmp, format="GIF", save_all=True, append_images=images[1:],
+    with atomic_write(path) as out:
+        images[0].save(out, format="GIF", save_all=True, append_images=images[1:],
                        duration=round(1000 / fps), loop=0)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
     return len(images)
 
 
@@ -112,18 +104,15 @@ def write_mp4(replay: Replay, path: Path, fps: float = 20.0, speed: float = 10.0
     import imageio_ffmpeg
 
     every = frame_stride(replay, fps, speed)
-    tmp = _tmp(path)
-    writer = imageio_ffmpeg.write_frames(str(tmp), size, fps=fps, codec="libx264", pix_fmt_out="yuv420p",
-                                         output_params=["-f", "mp4"], macro_block_size=16)
     count = 0
-    try:
-        writer.send(None)
-        for picture in pictures(replay, *size, every=every):
-            writer.send(np.ascontiguousarray(picture))
-            count += 1
-        writer.close()
-        os.replace(tmp, path)
-    finally:
-        writer.close()
-        tmp.unlink(missing_ok=True)
+    with atomic_path(path) as tmp:  # ffmpeg writes the file by name
+        writer = imageio_ffmpeg.write_frames(str(tmp), size, fps=fps, codec="libx264", pix_fmt_out="yuv420p",
+                                             output_params=["-f", "mp4"], macro_block_size=16)
+        try:
+            writer.send(None)
+            for picture in pictures(replay, *size, every=every):
+                writer.send(np.ascontiguousarray(picture))
+                count += 1
+        finally:
+            writer.close()
     return count

@@ -19,7 +19,7 @@ from actors.step import ContractViolation
 from monitoring import Metrics, ProfileSession
 from monitoring.overlap import intersect, length, union
 from pipeline.config import PipelineConfig
-from pipeline.league.matchmaking import LEARNER
+from pipeline.league.records import LEARNER
 from pipeline.run.display import Display, Progress
 from pipeline.run.loops import ChunkOutcome, UpdateReport
 from pipeline.run.parts import RunParts

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from core.files import write_text_atomic
 from learner.checkpoint import sweep_stale_tmp
 from pipeline.config import ConfigError
 
@@ -153,13 +154,7 @@ def claim_run_dir(path: Path, config_text: str, resuming_here: bool) -> RunDir:
 
 
 def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with tmp.open("w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        write_text_atomic(path, text)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None

@@ -53,7 +53,6 @@ holds ``winner`` (``red``, ``blue`` or ``draw``), ``end_reason`` (see ``sim.END_
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -62,6 +61,8 @@ from typing import IO, Any
 
 import msgpack
 import numpy as np
+
+from core.files import AtomicFile
 
 FORMAT_NAME = "midrange-replay"
 VERSION = (1, 0)
@@ -183,9 +184,8 @@ class ReplayWriter:
         if not isinstance(m, int) or m < 1:
             raise ValueError(f"header needs missiles_per_fighter >= 1, got {m!r}")
         self._shapes = frame_shapes(m)
-        self._tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         self._frames = 0
-        self._file: IO[bytes] | None = open(self._tmp, "wb")  # closed in close()
+        self._file: AtomicFile | None = AtomicFile(self.path)  # committed in close()
         self._packer = msgpack.Packer(use_bin_type=True)
         full = {
             "format": FORMAT_NAME, "version": list(VERSION), **header,
@@ -200,7 +200,7 @@ class ReplayWriter:
     def _write(self, obj: dict[str, Any]) -> None:
         if self._file is None:
             raise ValueError(f"replay {self.path} is already closed")
-        self._file.write(self._packer.pack(obj))
+        self._file.handle.write(self._packer.pack(obj))
 
     def write_frames(self, arrays: dict[str, np.ndarray], events: list[dict[str, Any]] | None = None) -> None:
         """Append ``n`` frames (every field of the format, each ``[n, ...]``) and their events."""
@@ -222,24 +222,18 @@ class ReplayWriter:
             raise ValueError(f"replay {self.path} is already closed")
         try:
             self._write({"type": "end", "frames": self._frames, "outcome": outcome})
-            self._file.flush()
-            os.fsync(self._file.fileno())
-            self._file.close()
-            self._file = None
-            os.replace(self._tmp, self.path)
+            self._file.commit()
         except BaseException:
             self.abort()
             raise
+        self._file = None
         return self.path
 
     def abort(self) -> None:
         """Give the episode up: close and remove the temporary file."""
         if self._file is not None:
-            with contextlib.suppress(OSError):
-                self._file.close()
+            self._file.abort()
             self._file = None
-        with contextlib.suppress(OSError):
-            self._tmp.unlink()
 
     def __enter__(self) -> ReplayWriter:
         return self
