@@ -208,7 +208,8 @@ def test_an_actor_process_plays_its_own_replica_as_the_latest_self(tmp_path):
     process copies its own replica of the learning policy into the group's policy slot."""
     from learner import ActorCritic
     from pipeline.league.matchmaking import LATEST, POLICY, League
-    from pipeline.run.actor_process import _apply_league, make_sim_actor
+    from pipeline.run.actor_process_child import _apply_league
+    from pipeline.run.sim_actors import make_sim_actor
     from sim import ObsLayout
 
     config = resolve(parse_config(flags(
