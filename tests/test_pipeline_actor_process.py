@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import signal
+from collections.abc import Iterator
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -93,16 +94,20 @@ def flags(tmp_path: Path, *extra: str) -> list[str]:
 def children() -> set[int]:
     """Live processes whose parent is this one, but multiprocessing's resource tracker (started
     by the first spawned process, it stays for the life of the test process)."""
-    out = set()
+    return {pid for pid, state, cmdline in _processes_under(os.getpid())
+            if state != "Z" and b"resource_tracker" not in cmdline}
+
+
+def _processes_under(parent: int) -> Iterator[tuple[int, str, bytes]]:
+    """(pid, state letter, command line) of each process whose parent is ``parent``."""
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
             cmdline = (stat.parent / "cmdline").read_bytes()
         except OSError:
             continue
-        if int(fields[1]) == os.getpid() and fields[0] != "Z" and b"resource_tracker" not in cmdline:
-            out.add(int(stat.parent.name))
-    return out
+        if int(fields[1]) == parent:
+            yield int(stat.parent.name), fields[0], cmdline
 
 
 def shm_entries() -> set[str]:
@@ -208,7 +213,8 @@ def test_an_actor_process_plays_its_own_replica_as_the_latest_self(tmp_path):
     process copies its own replica of the learning policy into the group's policy slot."""
     from learner import ActorCritic
     from pipeline.league.matchmaking import LATEST, POLICY, League
-    from pipeline.run.actor_process import _apply_league, make_sim_actor
+    from pipeline.run.actor_process_child import _apply_league
+    from pipeline.run.sim_actors import make_sim_actor
     from sim import ObsLayout
 
     config = resolve(parse_config(flags(
@@ -292,16 +298,7 @@ def test_sigterm_stops_a_launch_and_leaves_no_actor_process(tmp_path):
 
 def _children_of(parent: int) -> set[int]:
     """Spawned multiprocessing children of ``parent`` (its resource tracker left out)."""
-    out = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            cmdline = (stat.parent / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if int(fields[1]) == parent and b"spawn_main" in cmdline:
-            out.add(int(stat.parent.name))
-    return out
+    return {pid for pid, _, cmdline in _processes_under(parent) if b"spawn_main" in cmdline}
 
 
 def _alive(pid: int) -> bool:

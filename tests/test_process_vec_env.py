@@ -25,7 +25,7 @@ import pytest
 from envs_for_workers import CounterEnv, DictObsEnv, FaultyEnv, TextActionEnv
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
-from actors.workers.env_worker import MAX_MESSAGE_BYTES
+from actors.workers.env_protocol import MAX_MESSAGE_BYTES
 from actors.workers.process_vec_env import EnvError, ProcessVecEnv, WorkerCrashError
 from monitoring import Metrics
 

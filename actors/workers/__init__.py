@@ -1,1 +1,2 @@
-"""Worker processes for ordinary Gymnasium envs: the worker, its protocol, and a process vector env."""
+"""Worker processes: the supervision mechanism every spawned child uses, and, on top of it, the
+Gymnasium env workers, their protocol, and a process vector env."""

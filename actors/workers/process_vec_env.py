@@ -3,7 +3,8 @@
 W worker processes each host K = num_envs / W environments and step them in a loop, so one
 message moves K env-steps. Observations, final observations, rewards, terminated, truncated and
 actions live in one shared-memory block per worker; the pipes carry only small msgpack control
-messages (``actors/workers/env_worker.py``: the worker side and the protocol). Two ways to step:
+messages (``actors/workers/env_protocol.py``; the worker side is ``actors/workers/env_worker.py``,
+start-up and restarts ``actors/workers/env_worker_pool.py``). Two ways to step:
 
 - sync, the ``gymnasium.vector.VectorEnv`` API: ``reset(seed=s)`` seeds env i with s + i, so the
   same seeds give the same trajectories for any W; ``step(actions)`` steps every env;
@@ -35,45 +36,21 @@ multiprocessing does: keep its top-level imports light, or use ``context="forkse
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import math
-import os
-import pickle
-import secrets
 import time
-import weakref
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from multiprocessing import get_context
-from multiprocessing.shared_memory import SharedMemory
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-import gymnasium
 import numpy as np
 import torch
-from gymnasium import spaces
-from gymnasium.vector import AutoresetMode, VectorEnv
-from gymnasium.vector.utils import batch_space
+from gymnasium.vector import VectorEnv
 
-from actors.workers import env_worker as proto
-from actors.workers.env_worker import EnvError, WorkerFault, WorkerHandle, wait_ready
-from monitoring.facade import Metrics
-
-log = logging.getLogger(__name__)
-
-CONTEXTS = ("spawn", "forkserver")
-"""Start methods: fork is refused (a forked process of a threaded torch parent can deadlock)."""
-RESTART_REASONS = ("died", "timeout")
-"""Why a worker was restarted: its process ended, or a reply took longer than ``step_timeout_s``."""
-
-EnvFn = Callable[[], gymnasium.Env]
+from actors.workers import env_protocol as proto
+from actors.workers.env_worker_handle import EnvError, WorkerHandle, wait_ready
+from actors.workers.env_worker_pool import EnvWorkerPool, TakenStep, WorkerCrashError
+from actors.workers.supervision import wait_readable
 
 __all__ = ["EnvError", "ProcessVecEnv", "StepBatch", "WorkerCrashError"]
-
-
-class WorkerCrashError(RuntimeError):
-    """A worker kept dying or hanging through ``max_restarts`` restarts in a row: the pool is closed."""
 
 
 class StepBatch(NamedTuple):
@@ -87,15 +64,6 @@ class StepBatch(NamedTuple):
     env_ids: np.ndarray
 
 
-@dataclass
-class _Taken:
-    """A worker's step results, copied out of its block, not yet returned by recv()."""
-
-    worker: WorkerHandle
-    infos: dict[int, list[Any]]  # local env -> [info, final_info or None]
-    final_obs: dict[int, np.ndarray]
-
-
 class _InfoRows(VectorEnv):
     """Gymnasium's own info batching (``VectorEnv._add_info``: arrays plus ``_key`` masks) for
     ``n`` rows, so infos match ``SyncVectorEnv``'s exactly."""
@@ -104,26 +72,7 @@ class _InfoRows(VectorEnv):
         self.num_envs = n
 
 
-def _array_spec(space: gymnasium.Space, role: str, env_id: str) -> proto.ArraySpec:
-    """How one env's observation or action lies in the shared block; other spaces are refused."""
-    if role == "observation" and isinstance(space, spaces.Box):
-        return tuple(space.shape), space.dtype.str
-    if role == "action":
-        if isinstance(space, spaces.Discrete):
-            return (), np.dtype(np.int64).str
-        if isinstance(space, (spaces.Box, spaces.MultiDiscrete, spaces.MultiBinary)):
-            return tuple(space.shape), np.dtype(space.dtype).str
-    supported = "Box" if role == "observation" else "Discrete, MultiDiscrete, MultiBinary or Box"
-    raise ValueError(f"ProcessVecEnv shares {supported} {role} spaces only; env {env_id!r} has {role} space {space}")
-
-
-def _check_positive_int(name: str, value: Any, maximum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
-        raise ValueError(f"{name} must be an int in [1, {maximum}], got {value!r}")
-    return value
-
-
-class ProcessVecEnv(VectorEnv):
+class ProcessVecEnv(EnvWorkerPool):
     """Gymnasium envs stepped in worker processes through shared memory.
 
     Args:
@@ -147,175 +96,6 @@ class ProcessVecEnv(VectorEnv):
             (overwritten by the next call).
         metrics: restarts are counted in ``metrics.add_env_worker_restart(reason)``.
     """
-
-    def __init__(
-        self, env_fn: str | EnvFn | Sequence[EnvFn], num_envs: int, num_workers: int | None = None, *,
-        batch_size: int | None = None, env_kwargs: dict[str, Any] | None = None,
-        step_timeout_s: float = 60.0, start_timeout_s: float = 120.0, max_restarts: int = 3,
-        context: str = "spawn", copy: bool = True, metrics: Metrics | None = None,
-    ) -> None:
-        num_envs = _check_positive_int("num_envs", num_envs, 1 << 20)
-        if num_workers is None:
-            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-            num_workers = max(d for d in range(1, min(cores, num_envs) + 1) if num_envs % d == 0)
-        if _check_positive_int("num_workers", num_workers, num_envs) and num_envs % num_workers:
-            raise ValueError(f"num_workers must divide num_envs={num_envs}, got {num_workers}")
-        k = num_envs // num_workers
-        batch_size = _check_positive_int("batch_size", num_envs if batch_size is None else batch_size, num_envs)
-        if batch_size % k:
-            raise ValueError(f"batch_size must be a multiple of K={k} envs per worker, got {batch_size}")
-        for name, value in (("step_timeout_s", step_timeout_s), ("start_timeout_s", start_timeout_s)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-                raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
-        if context not in CONTEXTS:
-            raise ValueError(f"context must be one of {CONTEXTS}, got {context!r}")
-        self.num_envs, self.envs_per_worker, self.batch_size = num_envs, k, batch_size
-        self.step_timeout_s, self.start_timeout_s = float(step_timeout_s), float(start_timeout_s)
-        self.max_restarts, self.copy, self._metrics = max_restarts, copy, metrics
-        self.restarts = dict.fromkeys(RESTART_REASONS, 0)
-        """Worker restarts by reason."""
-        self.env_id = env_fn if isinstance(env_fn, str) else "?"
-        """The env's id (or class name), used in error messages."""
-        self._ctx = get_context(context)
-        self._specs = self._env_specs(env_fn, env_kwargs, num_envs, num_workers, k)
-        self._workers = [WorkerHandle(i, slice(i * k, (i + 1) * k)) for i in range(num_workers)]
-        self._finalizer = weakref.finalize(self, proto.shutdown, self._workers)
-        self._taken: list[_Taken] = []
-        self._needs_reset = True
-        self._seed_base: int | None = None
-        self._restart_count = [0] * num_workers
-        try:
-            self._start_all()
-        except WorkerFault as fault:
-            self._finalizer()
-            raise RuntimeError(f"an env worker of {self.env_id!r} {fault.reason} during start-up") from None
-        except BaseException:
-            self._finalizer()
-            raise
-
-    # ---- start-up --------------------------------------------------------------------------
-    @staticmethod
-    def _env_specs(env_fn: Any, env_kwargs: dict[str, Any] | None, n: int, w: int, k: int) -> list[bytes]:
-        if isinstance(env_fn, str):
-            return [pickle.dumps(("id", env_fn, dict(env_kwargs or {})))] * w
-        if env_kwargs:
-            raise ValueError("env_kwargs is for an env id; bind arguments with functools.partial instead")
-        fns = list(env_fn) if isinstance(env_fn, Sequence) else [env_fn] * n
-        if len(fns) != n or not all(callable(f) for f in fns):
-            raise ValueError(f"env_fn must be an env id, a callable or {n} callables, got {env_fn!r:.200}")
-        try:
-            return [pickle.dumps(("fns", fns[i * k:(i + 1) * k])) for i in range(w)]
-        except Exception as e:
-            raise ValueError(f"env_fn must be picklable (a top-level function or class, or a functools.partial): {e}") from e
-
-    def _start_all(self) -> None:
-        for w in self._workers:
-            w.spawn(self._ctx, self._specs[w.index])
-        deadline = time.monotonic() + self.start_timeout_s
-        hellos = [self._hello(w, deadline) for w in self._workers]
-        first = hellos[0]
-        self.env_id = str(first["env_id"])
-        spaces_ = (first["observation_space"], first["action_space"])
-        for h in hellos:
-            if h["mismatch"] or (h["observation_space"], h["action_space"]) != spaces_:
-                raise ValueError(f"all envs must share their spaces; env {self.env_id!r} differs at env {h['mismatch'] or '?'}")
-        self.single_observation_space, self.single_action_space = spaces_
-        self._obs_spec = _array_spec(self.single_observation_space, "observation", self.env_id)
-        self._act_spec = _array_spec(self.single_action_space, "action", self.env_id)
-        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
-        self.action_space = batch_space(self.single_action_space, self.num_envs)
-        self.metadata = {**first["metadata"], "autoreset_mode": AutoresetMode.SAME_STEP}
-        self.render_mode = first["render_mode"]
-        layout, size = proto.buffer_layout(self.envs_per_worker, self._obs_spec, self._act_spec)
-        token = secrets.token_hex(3)
-        for w in self._workers:
-            w.shm = SharedMemory(create=True, size=size, name=f"mrl{os.getpid()}_{token}_{w.index}")
-            w.views = proto.buffer_views(w.shm, layout)
-            self._attach(w)
-        obs_shape, obs_dtype = self._obs_spec
-        self._obs = np.zeros((self.num_envs, *obs_shape), dtype=obs_dtype)
-        self._rewards = np.zeros(self.num_envs, dtype=np.float64)
-        self._terminated = np.zeros(self.num_envs, dtype=np.bool_)
-        self._truncated = np.zeros(self.num_envs, dtype=np.bool_)
-
-    def _hello(self, w: WorkerHandle, deadline: float) -> dict[str, Any]:
-        report = w.hello(deadline)
-        if not report["ok"]:
-            raise EnvError(report["env_index"], "construction", report["traceback"], report["env_id"])
-        return report
-
-    def _attach(self, w: WorkerHandle) -> None:
-        assert w.shm is not None
-        w.send([proto.ATTACH, w.shm.name, list(self._obs_spec), list(self._act_spec)], None)
-
-    # ---- faults ----------------------------------------------------------------------------
-    def _restart(self, w: WorkerHandle, reason: str, seeds: list[int | None] | None,
-                 options: dict[str, Any] | None) -> dict[int, Any]:
-        """Replace a dead or hung worker and reset its envs; return their reset infos.
-
-        Gives up (closing the pool) after ``max_restarts`` restarts without a successful step.
-        """
-        while True:
-            code = w.process.exitcode if w.process is not None else None
-            w.stop(0.0)
-            self.restarts[reason] += 1
-            if self._metrics is not None:
-                self._metrics.add_env_worker_restart(reason)
-            w.failures += 1
-            envs = f"envs {w.envs.start}-{w.envs.stop - 1}"
-            if w.failures > self.max_restarts:
-                self.close()
-                raise WorkerCrashError(
-                    f"env worker {w.index} ({envs} of {self.env_id!r}) {reason} (exit code {code}) "
-                    f"{w.failures} times without a successful step in between; the pool is closed"
-                )
-            log.warning("env worker %d (%s) %s (exit code %s): restarting it", w.index, envs, reason, code)
-            self._restart_count[w.index] += 1
-            if seeds is None and self._seed_base is not None:  # reproducible, and new each time
-                base = self._seed_base + self.num_envs * self._restart_count[w.index]
-                seeds = list(range(base + w.envs.start, base + w.envs.stop))
-            try:
-                w.spawn(self._ctx, self._specs[w.index])
-                hello = self._hello(w, time.monotonic() + self.start_timeout_s)
-                if (hello["observation_space"], hello["action_space"]) != (self.single_observation_space, self.single_action_space):
-                    self.close()
-                    raise RuntimeError(f"restarted env worker {w.index} of {self.env_id!r} built envs with other spaces")
-                self._attach(w)
-                w.send([proto.RESET, seeds or [None] * self.envs_per_worker, options], proto.RESET, self.step_timeout_s)
-                while not (ready := wait_ready([w], math.inf)):
-                    pass
-            except WorkerFault as fault:
-                reason = fault.reason
-                continue
-            _, reply, fault_reason = ready[0]
-            w.pending, w.deadline = None, math.inf
-            if fault_reason is not None:
-                reason = fault_reason
-                continue
-            if reply[0] == proto.ERR:  # an env that cannot even reset: no point in going on
-                self.close()
-                raise self._env_error(reply)
-            return dict(reply[1])
-
-    def _env_error(self, reply: list[Any]) -> EnvError:
-        _, env_index, method, tb = reply
-        return EnvError(env_index, method, tb, self.env_id)
-
-    def _check_open(self) -> None:
-        if self.closed:
-            raise RuntimeError(f"ProcessVecEnv of {self.env_id!r} is closed")
-
-    def _pending(self, op: str) -> list[WorkerHandle]:
-        return [w for w in self._workers if w.pending == op]
-
-    def _drain(self) -> None:
-        """Discard replies still in flight (restarting workers that died meanwhile)."""
-        self._taken.clear()
-        while pending := [w for w in self._workers if w.pending is not None]:
-            for w, _, fault in wait_ready(pending, math.inf):
-                w.pending, w.deadline = None, math.inf
-                if fault is not None:
-                    self._restart(w, fault, None, None)
 
     # ---- sync API --------------------------------------------------------------------------
     def reset(self, *, seed: int | Sequence[int | None] | None = None,
@@ -358,7 +138,7 @@ class ProcessVecEnv(VectorEnv):
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Step every env with ``actions`` (one row per env) and wait for all of them."""
         self.send(actions)
-        taken: list[_Taken] = []
+        taken: list[TakenStep] = []
         error: EnvError | None = None
         while pending := self._pending(proto.STEP):
             for w, reply, fault in wait_ready(pending, math.inf):
@@ -445,7 +225,7 @@ class ProcessVecEnv(VectorEnv):
         )
         return StepBatch(obs, rewards, terminated, truncated, self._infos(taken, len(ids)), ids)
 
-    def _take(self, w: WorkerHandle, reply: Any, fault: str | None) -> _Taken:
+    def _take(self, w: WorkerHandle, reply: Any, fault: str | None) -> TakenStep:
         """Copy a worker's step results out of its block (or make them up after a fault)."""
         w.pending, w.deadline = None, math.inf
         s = w.envs
@@ -455,7 +235,7 @@ class ProcessVecEnv(VectorEnv):
             self._obs[s] = w.views["obs"]
             self._rewards[s], self._terminated[s], self._truncated[s] = 0.0, False, True
             infos = {j: [resets.get(j, {}), {"worker_restart": fault}] for j in range(self.envs_per_worker)}
-            return _Taken(w, infos, dict(enumerate(last)))
+            return TakenStep(w, infos, dict(enumerate(last)))
         if reply[0] == proto.ERR:
             self._needs_reset = True
             raise self._env_error(reply)
@@ -465,9 +245,9 @@ class ProcessVecEnv(VectorEnv):
         self._terminated[s], self._truncated[s] = v["terminated"], v["truncated"]
         infos = reply[1]
         final = {j: v["final_obs"][j].copy() for j, (_, fin) in infos.items() if fin is not None} if infos else {}
-        return _Taken(w, infos, final)
+        return TakenStep(w, infos, final)
 
-    def _infos(self, taken: list[_Taken], n: int) -> dict[str, Any]:
+    def _infos(self, taken: list[TakenStep], n: int) -> dict[str, Any]:
         infos: dict[str, Any] = {}
         if not any(t.infos for t in taken):
             return infos
@@ -483,36 +263,25 @@ class ProcessVecEnv(VectorEnv):
     def ready_fds(self) -> list[int]:
         """Descriptors that turn readable when a worker with a step in flight replies or dies
         (for ``loop.add_reader``); take them anew after each :meth:`recv`."""
-        return [fd for w in self._pending(proto.STEP) if w.conn is not None and w.process is not None
-                for fd in (w.conn.fileno(), w.process.sentinel)]
+        return [fd for w in self._pending(proto.STEP) if w.child is not None for fd in w.child.fds()]
 
     def poll_ready(self) -> int:
         """Envs whose results :meth:`recv` could return now, without blocking or receiving."""
         pending = self._pending(proto.STEP)
-        ready = {w.index for w in pending if w.conn is not None and w.conn.poll()}
-        ready |= {w.index for w in pending if time.monotonic() >= w.deadline or (w.process and not w.process.is_alive())}
+        ready = {w.index for w in pending if w.child is not None and w.child.conn.poll()}
+        ready |= {w.index for w in pending if time.monotonic() >= w.deadline or (w.child and not w.child.process.is_alive())}
         return self.envs_per_worker * (len(ready) + len(self._taken))
 
     async def recv_async(self) -> StepBatch:
         """:meth:`recv` for asyncio: waits on :meth:`ready_fds` instead of blocking the loop."""
-        loop = asyncio.get_running_loop()
         while (batch := self.recv(timeout=0)) is None:
-            ready = asyncio.Event()
-            fds = self.ready_fds()
-            for fd in fds:
-                loop.add_reader(fd, ready.set)
+            pending = self._pending(proto.STEP)
             # A hung worker makes no descriptor readable: wake by the earliest deadline too.
-            wait_s = min((w.deadline for w in self._pending(proto.STEP)), default=0.0) - time.monotonic()
-            try:
-                await asyncio.wait_for(ready.wait(), max(0.0, wait_s))
-            except asyncio.TimeoutError:
-                pass
-            finally:
-                for fd in fds:
-                    loop.remove_reader(fd)
+            wait_s = min((w.deadline for w in pending), default=0.0) - time.monotonic()
+            await wait_readable([w.child for w in pending if w.child is not None], max(0.0, wait_s))
         return batch
 
-    # ---- attributes, views, closing --------------------------------------------------------
+    # ---- attributes ------------------------------------------------------------------------
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Call ``name`` on every env (or read it, if not callable); arguments and results
         travel msgpack-encoded."""
@@ -553,32 +322,3 @@ class ProcessVecEnv(VectorEnv):
         if error is not None:
             raise error
         return tuple(results)
-
-    def shared_arrays(self, worker: int) -> dict[str, np.ndarray]:
-        """NumPy views of worker ``worker``'s shared block (``obs``, ``final_obs``, ``actions``,
-        ``rewards``, ``terminated``, ``truncated``; K rows each), valid until :meth:`close`."""
-        return dict(self._workers[worker].views)
-
-    def shared_tensors(self, worker: int) -> dict[str, torch.Tensor]:
-        """:meth:`shared_arrays` as torch tensors on the same memory (no copy)."""
-        return {name: torch.from_numpy(a) for name, a in self._workers[worker].views.items()}
-
-    @property
-    def num_workers(self) -> int:
-        """Worker processes (each hosting ``envs_per_worker`` envs)."""
-        return len(self._workers)
-
-    @property
-    def shared_memory_names(self) -> list[str]:
-        """Names of the shared blocks (``/dev/shm/<name>`` on Linux)."""
-        return [w.shm.name for w in self._workers if w.shm is not None]
-
-    @property
-    def worker_pids(self) -> list[int]:
-        """Process ids of the running workers."""
-        return [w.process.pid for w in self._workers if w.process is not None and w.process.pid]
-
-    def close_extras(self, **kwargs: Any) -> None:
-        """Stop the workers (politely, then by SIGKILL after a second) and unlink the blocks."""
-        self._taken.clear()
-        self._finalizer()

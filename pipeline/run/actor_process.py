@@ -28,40 +28,43 @@ A child that raises replies with its traceback and exits; one that dies (SIGKILL
 through its sentinel. Either way the loops give the slot back (counted dropped) and restart the
 actor as they restart a thread actor. A child whose parent disappears sees its pipe close and
 exits after at most one chunk; the main process kills what is left at the end of a run.
+
+This module is the main process's side (:class:`ProcessActor`); the process's side is
+``pipeline/run/actor_process_child.py``, and the spawn, the pipe and the error report are
+``actors/workers/supervision.py``'s, shared with the Gymnasium env workers.
 """
 
 from __future__ import annotations
 
-import asyncio
-import os
-import signal
-import traceback
 from collections.abc import Callable
 from multiprocessing import get_context
-from multiprocessing.connection import Connection, wait
-from pathlib import Path
 from typing import Any
 
-import msgpack
 import torch
 
 from actors.protocol import WeightSource
-from actors.sim_actor import SimActor
 from actors.stats import ChunkEpisodes
 from actors.step import ChunkInterrupted, ContractViolation
+from actors.workers.supervision import (
+    ERR,
+    RemoteTraceback,
+    WorkerFault,
+    pack,
+    spawn,
+    unpack,
+    wait_readable,
+)
 from agents.base import BaseAgent
 from agents.grouped import GroupedOpponent
 from agents.policy import PolicyAgent
-from agents.scripted import ScriptedAgent
-from core.schema import Rollout
-from learner import ActionSpec, ActorCritic
-from pipeline.config import ConfigError, PipelineConfig
-from pipeline.config.specs import build_agent, make_reward
-from pipeline.league.matchmaking import LATEST, POLICY, League, copy_weights
+from pipeline.config import PipelineConfig
+from pipeline.config.specs import build_agent
+from pipeline.league.matchmaking import LATEST, POLICY, League
+from pipeline.run.actor_messages import Tensors, results_from_msg, tensor_to_msg
+from pipeline.run.actor_process_child import actor_process_main
 from pipeline.transport.ring import RolloutRing
 from pipeline.transport.slots import RingSlot
 from pipeline.transport.weights import WeightPublisher
-from rewards.base import BaseReward
 from sim import ObsLayout
 
 START_TIMEOUT_S = 180.0
@@ -69,187 +72,11 @@ START_TIMEOUT_S = 180.0
 STOP_POLL_S = 0.05
 """While a chunk is out, how often the main process looks whether the run stops."""
 
-Tensors = Any  # a tensor, or a tuple of them (whatever EpisodeStats.take_env_results returns)
-
 
 class ActorProcessError(RuntimeError):
     """An actor process raised (its traceback is the cause) or died."""
 
 
-class RemoteTraceback(Exception):
-    """The traceback text of an error raised in an actor process."""
-
-    def __init__(self, tb: str):
-        super().__init__(tb)
-        self.tb = tb
-
-    def __str__(self) -> str:
-        return self.tb
-
-
-# ---------------------------------------------------------------------------- messages
-def _tensor_to_msg(t: torch.Tensor) -> list[Any]:
-    t = t.detach().to("cpu").contiguous()
-    return [str(t.dtype).removeprefix("torch."), list(t.shape), t.numpy().tobytes()]
-
-
-def _tensor_from_msg(m: list[Any]) -> torch.Tensor:
-    dtype, shape, data = m
-    return torch.frombuffer(bytearray(data), dtype=getattr(torch, dtype)).reshape(shape).clone()
-
-
-def _results_to_msg(r: Tensors) -> list[Any]:
-    return [_tensor_to_msg(t) for t in r] if isinstance(r, tuple) else [_tensor_to_msg(r), None]
-
-
-def _results_from_msg(m: list[Any]) -> Tensors:
-    if len(m) == 2 and m[1] is None:
-        return _tensor_from_msg(m[0])
-    return tuple(_tensor_from_msg(x) for x in m)
-
-
-def pack(message: list[Any]) -> bytes:
-    """A control message as msgpack bytes."""
-    data: bytes = msgpack.packb(message, use_bin_type=True)
-    return data
-
-
-def unpack(data: bytes) -> list[Any]:
-    """A control message from msgpack bytes."""
-    message: list[Any] = msgpack.unpackb(data, raw=False)
-    return message
-
-
-# ---------------------------------------------------------------------------- the child
-def make_sim_actor(cfg: PipelineConfig, layout: ObsLayout, device: torch.device, actor_id: int,
-                   seed: int, policy: ActorCritic, league: League | None, cuda_graph: bool = False,
-                   stream: torch.cuda.Stream | None = None) -> SimActor:
-    """A sim actor of this run's config around ``policy`` (its replica): opponent (a league's
-    grouped opponent when ``league`` is given) and reward built from their specs. Used in the
-    main process and in actor processes (``pipeline.run.actor_process``)."""
-    opponent, reward = make_opponent_and_reward(cfg, layout, device, seed, league, cuda_graph)
-    return SimActor(
-        actor_id, cfg.sim, cfg.actors.envs_per_actor, cfg.actors.rollout_len, policy, opponent, reward,
-        device=device, seed=seed, learning_side=cfg.actors.learning_side,
-        cuda_graph=cuda_graph, compile_sim=cfg.run.compile_sim, stream=stream,
-        compile_step=cfg.run.compile_step and device.type == "cpu",
-    )
-
-
-def make_opponent_and_reward(cfg: PipelineConfig, layout: ObsLayout, device: torch.device, seed: int,
-                             league: League | None, select_on_device: bool = False
-                             ) -> tuple[BaseAgent, BaseReward]:
-    """An actor's opponent and reward from their specs; whatever goes wrong is a one-line
-    ``ConfigError`` (the main process also calls it once before starting actor processes, so
-    a bad spec is refused at the boundary, not in a child)."""
-    B = cfg.actors.envs_per_actor
-
-    def agent_from_spec(spec: str, num_envs: int, agent_seed: int) -> BaseAgent:
-        agent = build_agent(spec, num_envs, layout, device, seed=agent_seed,
-                            action_mode=cfg.sim.action_mode, sim_config=cfg.sim).eval()
-        if cfg.run.compile_agents and isinstance(agent, ScriptedAgent):
-            agent.compile()
-        return agent
-
-    try:
-        if league is not None:
-            opponent: BaseAgent = league.make_opponent(B, agent_from_spec, device, seed,
-                                                       select_on_device=select_on_device)
-        else:
-            opponent = agent_from_spec(cfg.actors.opponent, B, seed)
-        reward = make_reward(cfg.actors.reward, device, layout, cfg.sim)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-    except Exception as exc:  # a plug-in's constructor: its error, in one line
-        raise ConfigError(f"building the opponent {cfg.actors.opponent!r} or the reward "
-                          f"{cfg.actors.reward!r} raised {type(exc).__name__}: {exc}") from None
-    return opponent, reward
-
-
-def actor_process_main(config: PipelineConfig, actor_id: int, seed: int, blocks: list[torch.Tensor],
-                       publisher: WeightPublisher, stop_flag: torch.Tensor, conn: Connection) -> None:
-    """An actor process: build the actor, then write chunks into ring slots on request until
-    told to close or the pipe closes (the main process is gone)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the process group: the main decides
-    torch.set_num_threads(1)  # one core's share: the actors and the learner never oversubscribe
-    try:
-        torch.manual_seed(config.run.seed * 7919 + actor_id)
-        layout = ObsLayout.from_config(config.sim)
-        action_spec = ActionSpec.for_sim(config.sim)
-        ppo = config.ppo
-
-        def make_policy() -> ActorCritic:
-            return ActorCritic(layout.size, action_spec, ppo.hidden_sizes, ppo.activation,
-                               ppo.normalize_obs, ppo.obs_norm_clip)
-
-        policy = make_policy().eval()
-        for p in policy.parameters():
-            p.requires_grad_(False)
-        league = (League(config.league, Path("."), config.run.seed, make_policy)
-                  if config.actors.opponent == "league" else None)
-        device = torch.device("cpu")
-        actor = make_sim_actor(config, layout, device, actor_id, seed, policy, league)
-        actor.sync_weights(publisher)
-        slots = [Rollout(actor.spec, actor.spec.views(block), block) for block in blocks]
-        empty = _results_to_msg(actor.stats.take_env_results()) if league is not None else None
-        conn.send_bytes(pack(["hello", empty]))
-    except BaseException as exc:
-        _send_quietly(conn, ["err", type(exc).__name__, str(exc), traceback.format_exc()])
-        return
-    while True:
-        try:
-            message = unpack(conn.recv_bytes())
-        except (EOFError, OSError):
-            return  # the main process is gone
-        if message[0] != "chunk":
-            return  # "close"
-        _, index, changes = message
-        try:
-            if changes is not None:
-                _apply_league(actor, changes)
-            actor.sync_weights(publisher)
-            actor.rollout(slots[index], should_stop=lambda: bool(stop_flag[0]))
-            actor.check_errors()
-            wins, draws, losses, lengths = actor.stats.chunk_outcomes()
-            results = _results_to_msg(actor.stats.take_env_results()) if league is not None else None
-            reply = ["done", index, actor.policy_version, int(wins), int(draws), int(losses),
-                     lengths.tolist(), results]
-        except ChunkInterrupted:
-            reply = ["interrupted", index]
-        except BaseException as exc:
-            kind = "contract" if isinstance(exc, ContractViolation) else type(exc).__name__
-            reply = ["err", kind, str(exc), traceback.format_exc()]
-        if not _send_quietly(conn, reply) or reply[0] == "err":
-            return
-
-
-def _send_quietly(conn: Connection, message: list[Any]) -> bool:
-    try:
-        conn.send_bytes(pack(message))
-        return True
-    except (BrokenPipeError, OSError):
-        return False
-
-
-def _apply_league(actor: SimActor, changes: list[Any]) -> None:
-    """The main process's league decisions: new opponents per group, then restarts."""
-    groups, restart = changes
-    opponent = actor.opponent
-    for g, change in enumerate(groups):
-        if change is None:
-            continue
-        name, weights = change
-        if weights == LATEST:  # the learner's latest self: this process's own replica
-            copy_weights(opponent.candidates[g][POLICY].policy, actor.policy)
-        elif weights is not None:
-            state = {k: _tensor_from_msg(v) for k, v in weights.items()}
-            opponent.candidates[g][POLICY].policy.load_state_dict(state)
-        opponent.assign(g, name)
-    if restart is not None:
-        actor.restart_envs(_tensor_from_msg(restart))
-
-
-# ---------------------------------------------------------------------------- the parent
 class _MirrorStats:
     """What a league reads of a mirrored actor's statistics: the last reply's results."""
 
@@ -316,25 +143,21 @@ class ProcessActor:
             # actor processes only load it instead of all compiling it at the same time.
             from sim import native
             native.load()
-        ctx = get_context("spawn")
-        self._conn, child = ctx.Pipe()
-        self.process = ctx.Process(
-            target=actor_process_main, name=f"actor-{actor_id}", daemon=True,
-            args=(config, actor_id, seed, [s.block for s in ring.slots], publisher, stop_flag, child))
-        self.process.start()
-        child.close()
+        self._child = spawn(get_context("spawn"), f"actor-{actor_id}", actor_process_main, {
+            "config": config, "actor_id": actor_id, "seed": seed, "blocks": [s.block for s in ring.slots],
+            "publisher": publisher, "stop_flag": stop_flag})
         self._started = False
 
     @property
     def pid(self) -> int | None:
         """The actor process's id."""
-        return self.process.pid
+        return self._child.pid
 
     def wait_started(self, timeout_s: float = START_TIMEOUT_S) -> None:
         """Wait for the process's hello (it built its actor); raise what it raised instead."""
         if self._started:
             return
-        if not wait([self._conn, self.process.sentinel], timeout_s):
+        if not self._child.wait(timeout_s):
             self.close()
             raise ActorProcessError(f"actor process {self.actor_id} did not start within {timeout_s:.0f}s")
         reply = self._receive()
@@ -342,7 +165,7 @@ class ProcessActor:
             self.close()
             raise self._error(reply)
         if self.league is not None:
-            self.stats = _MirrorStats(_results_from_msg(reply[1]))
+            self.stats = _MirrorStats(results_from_msg(reply[1]))
         self._started = True
 
     # ------------------------------------------------------------------ what loops call
@@ -365,29 +188,15 @@ class ProcessActor:
     def rollout(self, slot: RingSlot, should_stop: Callable[[], bool] | None = None) -> None:
         """Have the process write one chunk into ``slot`` and wait for it (blocking)."""
         self._send_chunk(slot)
-        while not wait([self._conn, self.process.sentinel], STOP_POLL_S):
+        while not self._child.wait(STOP_POLL_S):
             self._check_stop(should_stop)
         self._take_reply(slot)
 
     async def rollout_async(self, slot: RingSlot, should_stop: Callable[[], bool] | None = None) -> None:
         """:meth:`rollout` awaited on the event loop (readers on the pipe and the sentinel)."""
         self._send_chunk(slot)
-        loop = asyncio.get_running_loop()
-        fds = [self._conn.fileno(), self.process.sentinel]
-        while not wait([self._conn, self.process.sentinel], 0):
-            ready = asyncio.Event()
-            for fd in fds:
-                loop.add_reader(fd, ready.set)
-            try:
-                await asyncio.wait_for(ready.wait(), STOP_POLL_S)
-            except asyncio.TimeoutError:
-                pass
-            finally:
-                for fd in fds:
-                    loop.remove_reader(fd)
-                # uvloop leaves a watched descriptor non-blocking: a message larger than the
-                # socket's buffer (a league snapshot's weights) would then fail half-written.
-                os.set_blocking(self._conn.fileno(), True)
+        while not self._child.wait(0):
+            await wait_readable([self._child], STOP_POLL_S)
             self._check_stop(should_stop)
         self._take_reply(slot)
 
@@ -398,13 +207,9 @@ class ProcessActor:
 
     def close(self) -> None:
         """Stop the process (asked first, killed after a second) and close the pipe."""
-        if self.process.is_alive():
-            _send_quietly(self._conn, ["close"])
-            self.process.join(1.0)
-        if self.process.is_alive():
-            self.process.kill()
-        self.process.join(5.0)
-        self._conn.close()
+        if self._child.process.is_alive():
+            self._child.send(pack(["close"]))
+        self._child.stop(1.0)
 
     # ------------------------------------------------------------------ internals
     def _check_stop(self, should_stop: Callable[[], bool] | None) -> None:
@@ -416,7 +221,7 @@ class ProcessActor:
             raise ValueError(f"actor {self.actor_id}: slot {slot.index} is not a slot of this run's ring")
         if not self._started:
             self.wait_started()
-        self._conn.send_bytes(pack(["chunk", slot.index, self._league_changes()]))
+        self._child.conn.send_bytes(pack(["chunk", slot.index, self._league_changes()]))
 
     def _league_changes(self) -> list[Any] | None:
         """The groups whose opponent changed since the last chunk (a snapshot with its weights),
@@ -437,20 +242,22 @@ class ProcessActor:
             elif current == POLICY:
                 agent = self.opponent.candidates[g][POLICY]
                 assert isinstance(agent, PolicyAgent)
-                weights = {k: _tensor_to_msg(v) for k, v in agent.policy.state_dict().items()}
+                weights = {k: tensor_to_msg(v) for k, v in agent.policy.state_dict().items()}
             groups.append([current, weights])
             self._sent[g] = (player, draws)
         restart, self._restart = self._restart, None
-        return [groups, None if restart is None else _tensor_to_msg(restart)]
+        return [groups, None if restart is None else tensor_to_msg(restart)]
 
     def _receive(self) -> list[Any]:
         try:
-            return unpack(self._conn.recv_bytes())
-        except (EOFError, OSError):
-            self.process.join(1.0)
-            code = self.process.exitcode
+            message: list[Any] = unpack(self._child.receive())
+            return message
+        except WorkerFault:
+            process = self._child.process
+            process.join(1.0)
+            code = process.exitcode
             how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
-            return ["err", "died", f"actor process {self.actor_id} (pid {self.pid}) {how}", ""]
+            return [ERR, "died", f"actor process {self.actor_id} (pid {self.pid}) {how}", ""]
 
     def _take_reply(self, slot: RingSlot) -> None:
         reply = self._receive()
@@ -459,14 +266,14 @@ class ProcessActor:
             self.policy_version = int(version)
             self._outcome = (int(wins), int(draws), int(losses), [int(x) for x in lengths])
             if results is not None and self.stats is not None:
-                self.stats.latest = _results_from_msg(results)
+                self.stats.latest = results_from_msg(results)
             return
         if reply[0] == "interrupted":
             raise ChunkInterrupted(f"actor {self.actor_id}: stopped")
         raise self._error(reply)
 
     def _error(self, reply: list[Any]) -> Exception:
-        if reply[0] != "err":
+        if reply[0] != ERR:
             return ActorProcessError(f"actor process {self.actor_id} sent {reply[0]!r} out of turn")
         _, kind, message, tb = reply
         if kind == "contract":
@@ -475,4 +282,3 @@ class ProcessActor:
         if tb:
             exc.__cause__ = RemoteTraceback(tb)  # the run log shows where the process raised
         return exc
-

@@ -21,7 +21,8 @@ from monitoring import Metrics
 from pipeline.config import LEAGUE, ConfigError, PipelineConfig
 from pipeline.envs.choice import EnvFactory, is_sim, make_vector_env, probe
 from pipeline.league.matchmaking import League
-from pipeline.run.actor_process import ProcessActor, make_opponent_and_reward, make_sim_actor
+from pipeline.run.actor_process import ProcessActor
+from pipeline.run.sim_actors import make_opponent_and_reward, make_sim_actor
 from pipeline.transport.ring import RolloutRing
 from pipeline.transport.slots import RingSlot
 from pipeline.transport.weights import WeightPublisher

@@ -1,0 +1,62 @@
+"""The sim actors of a run, built from its config: the actor around a policy replica, and its
+opponent and reward. Used in the main process and in actor processes
+(``pipeline/run/actor_process_child.py``)."""
+
+from __future__ import annotations
+
+import torch
+
+from actors.sim_actor import SimActor
+from agents.base import BaseAgent
+from agents.scripted import ScriptedAgent
+from learner import ActorCritic
+from pipeline.config import ConfigError, PipelineConfig
+from pipeline.config.specs import build_agent, make_reward
+from pipeline.league.matchmaking import League
+from rewards.base import BaseReward
+from sim import ObsLayout
+
+
+def make_sim_actor(cfg: PipelineConfig, layout: ObsLayout, device: torch.device, actor_id: int,
+                   seed: int, policy: ActorCritic, league: League | None, cuda_graph: bool = False,
+                   stream: torch.cuda.Stream | None = None) -> SimActor:
+    """A sim actor of this run's config around ``policy`` (its replica): opponent (a league's
+    grouped opponent when ``league`` is given) and reward built from their specs. Used in the
+    main process and in actor processes (``pipeline.run.actor_process``)."""
+    opponent, reward = make_opponent_and_reward(cfg, layout, device, seed, league, cuda_graph)
+    return SimActor(
+        actor_id, cfg.sim, cfg.actors.envs_per_actor, cfg.actors.rollout_len, policy, opponent, reward,
+        device=device, seed=seed, learning_side=cfg.actors.learning_side,
+        cuda_graph=cuda_graph, compile_sim=cfg.run.compile_sim, stream=stream,
+        compile_step=cfg.run.compile_step and device.type == "cpu",
+    )
+
+
+def make_opponent_and_reward(cfg: PipelineConfig, layout: ObsLayout, device: torch.device, seed: int,
+                             league: League | None, select_on_device: bool = False
+                             ) -> tuple[BaseAgent, BaseReward]:
+    """An actor's opponent and reward from their specs; whatever goes wrong is a one-line
+    ``ConfigError`` (the main process also calls it once before starting actor processes, so
+    a bad spec is refused at the boundary, not in a child)."""
+    B = cfg.actors.envs_per_actor
+
+    def agent_from_spec(spec: str, num_envs: int, agent_seed: int) -> BaseAgent:
+        agent = build_agent(spec, num_envs, layout, device, seed=agent_seed,
+                            action_mode=cfg.sim.action_mode, sim_config=cfg.sim).eval()
+        if cfg.run.compile_agents and isinstance(agent, ScriptedAgent):
+            agent.compile()
+        return agent
+
+    try:
+        if league is not None:
+            opponent: BaseAgent = league.make_opponent(B, agent_from_spec, device, seed,
+                                                       select_on_device=select_on_device)
+        else:
+            opponent = agent_from_spec(cfg.actors.opponent, B, seed)
+        reward = make_reward(cfg.actors.reward, device, layout, cfg.sim)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    except Exception as exc:  # a plug-in's constructor: its error, in one line
+        raise ConfigError(f"building the opponent {cfg.actors.opponent!r} or the reward "
+                          f"{cfg.actors.reward!r} raised {type(exc).__name__}: {exc}") from None
+    return opponent, reward
