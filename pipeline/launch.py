@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import random
 import signal
 import sys
 import threading
@@ -18,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from actors.step import ContractViolation
@@ -119,7 +121,7 @@ def run(config: PipelineConfig) -> RunResult:
     if config.run.device == "cpu":
         # Several actor threads share few cores: one intra-op thread each avoids oversubscription.
         torch.set_num_threads(1)
-    torch.manual_seed(config.run.seed)
+    seed_global_generators(config.run.seed)
     check_resources(config)
     metrics = Metrics()
     path = Path(config.run.run_dir) if config.run.run_dir else default_run_dir()
@@ -173,6 +175,16 @@ def run(config: PipelineConfig) -> RunResult:
     finally:
         parts.close()  # a Gymnasium env's worker processes
         owned.release(keep=started)
+
+
+def seed_global_generators(seed: int) -> None:
+    """Seed every global random generator a checkpoint saves under ``rng/``: torch's (the CPU's
+    and every CUDA device's), numpy's legacy global one and Python's ``random``. Two runs from
+    one ``config.toml`` then end with the same states, and a resume restores them from its
+    checkpoint after this."""
+    torch.manual_seed(seed)
+    np.random.seed(seed)  # noqa: NPY002 - the legacy global generator is the one saved
+    random.seed(seed)
 
 
 def config_text(config: PipelineConfig) -> str:

@@ -1,14 +1,14 @@
 """The batched beyond-visual-range duel simulator (sim.md, sim/RULES.md).
 
-Importing ``sim`` registers the Gymnasium environment ``Midrange-v0``. Its entry points live in
-``pipeline.envs.midrange``, which builds the opponent and reward from the launcher's specs; the
-registry holds only their names, so nothing here imports a floor above ``sim`` (gymnasium
-imports that module when ``make`` is called).
+Importing ``sim`` registers the Gymnasium environments ``Midrange-v0`` and the scalar reference
+duel (``sim.envs.registration``: by name only, so nothing here imports a floor above ``sim``);
+a process that has not imported ``sim`` makes them as ``gymnasium.make("sim:Midrange-v0")``.
 """
 
 from sim.batched import BatchedSim, StepResult
 from sim.config import AeroParams, SimConfig
 from sim.device import canonical_device
+from sim.envs.registration import register_envs
 from sim.kernels import END_REASONS, WINNERS
 from sim.layout import ObsLayout
 from sim.state import SimState
@@ -26,16 +26,4 @@ __all__ = [
 ]
 
 
-def _register() -> None:
-    import gymnasium
-
-    if "Midrange-v0" not in gymnasium.registry:
-        gymnasium.register(
-            id="Midrange-v0",
-            entry_point="pipeline.envs.midrange:make_env",
-            vector_entry_point="pipeline.envs.midrange:make_vector_env",
-            max_episode_steps=None,
-        )
-
-
-_register()
+register_envs()

@@ -4,9 +4,11 @@ an update publishing its weights, and a drained ring ending the learner loop."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import torch
 
+from actors.sim_actor import SimActor
 from monitoring import Metrics
 from pipeline.config import resolve
 from pipeline.config.flags import parse_config
@@ -30,12 +32,16 @@ class Recorder:
         self.chunks: list[ChunkOutcome] = []
         self.updates: list[UpdateReport] = []
         self.busy: list[tuple[str, float, float]] = []
+        self.events: list[str] = []
+        """``actor N`` for each chunk, ``update`` for each update, in the order they came."""
 
     def on_chunk(self, outcome: ChunkOutcome) -> None:
         self.chunks.append(outcome)
+        self.events.append(f"actor {outcome.actor_id}")
 
     def on_update(self, report: UpdateReport) -> None:
         self.updates.append(report)
+        self.events.append("update")
 
     def on_busy(self, role: str, start: float, end: float) -> None:
         self.busy.append((role, start, end))
@@ -146,16 +152,26 @@ def test_ended_production_drains_in_short_batches_then_ends(tmp_path):
     assert parts.ring.stats().consumed_chunks == 2
 
 
-def test_stale_chunks_are_written_again_so_the_whole_budget_is_trained(tmp_path):
-    # Lag 0 with two actors taking turns: the second chunk of each pair is a version behind
-    # once the learner has trained on the first, so it is dropped and an actor writes it again.
+def test_stale_chunks_are_written_again_so_the_whole_budget_is_trained(tmp_path, monkeypatch):
+    # Lag 0, and actor 1 misses the learner's newest weights twice: each of those chunks is
+    # behind the learner, so it is dropped and an actor writes it again.
+    original = SimActor.sync_weights
+    missed = [0]
+
+    def sync_weights(self, publisher):
+        if self.actor_id == 1 and missed[0] < 2 and publisher.version > max(self.policy_version, 0):
+            missed[0] += 1
+            return self.policy_version
+        return original(self, publisher)
+
+    monkeypatch.setattr(SimActor, "sync_weights", sync_weights)
     parts = parts_for(tmp_path, "--max-policy-lag", "0", "--slots-per-batch", "1")
     hooks = Recorder()
     budget = Budget(6)
     run = Run(parts, BatchIntake(parts, Metrics()), budget, Scheduler(hooks, True, 1), hooks)
     asyncio.run(drive(run, lambda: None, 60.0))
     s = parts.ring.stats()
-    assert s.stale_chunks >= 1 and budget.given_back == s.stale_chunks
+    assert s.stale_chunks == missed[0] == 2 and budget.given_back == s.stale_chunks
     assert s.consumed_chunks == budget.trained == 6  # nothing short of the budget
     assert sum(r.samples for r in hooks.updates) == 6 * parts.ring.spec.samples
     assert s.produced_chunks == s.consumed_chunks + s.stale_chunks and s.in_flight_samples == 0
@@ -174,3 +190,22 @@ def test_a_waiting_actor_returns_when_the_run_stops():
         return await waiting
 
     assert asyncio.run(main()) is False
+
+
+def test_sync_actors_take_turns_in_order_and_the_learner_trains_in_between(tmp_path, monkeypatch):
+    # Actor 0's chunks take longest on the worker thread: the order must not care.
+    original = SimActor.rollout
+
+    def rollout(self, slot, should_stop=None):
+        if self.actor_id == 0:
+            time.sleep(0.02)
+        original(self, slot, should_stop)
+
+    monkeypatch.setattr(SimActor, "rollout", rollout)
+    parts = parts_for(tmp_path, "--actors", "3", "--slots-per-batch", "2", "--ring-slots", "4")
+    hooks = Recorder()
+    run = Run(parts, BatchIntake(parts, Metrics()), Budget(7), Scheduler(hooks, True, 1), hooks)
+    asyncio.run(drive(run, lambda: None, 60.0))
+    assert hooks.events == ["actor 0", "actor 1", "update", "actor 2", "actor 0", "update",
+                            "actor 1", "actor 2", "update", "actor 0", "update"]
+    assert [r.lags for r in hooks.updates] == [[0, 0], [0, 0], [0, 0], [0]]

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import gymnasium
 import numpy as np
@@ -12,6 +16,9 @@ from gymnasium.vector import AutoresetMode
 
 import sim  # noqa: F401  (registers Midrange-v0)
 from sim.envs.gym import MidrangeEnv, MidrangeVectorEnv
+from sim.envs.registration import REFERENCE_ENV_ID, register_envs
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("mode", ["discrete", "continuous"])
@@ -20,6 +27,30 @@ def test_check_env_passes_without_warnings(mode: str) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         check_env(env.unwrapped, skip_render_check=True)
+
+
+def test_a_fresh_process_makes_the_envs_named_with_their_module(tmp_path) -> None:
+    # Outside the repository, in a process that never imported sim: Gymnasium 1.x loads no
+    # plug-ins, so the id names its module and make() imports it (as a forkserver worker would).
+    code = ("import sys, gymnasium\n"
+            "assert 'sim' not in sys.modules\n"
+            "env = gymnasium.make('sim:Midrange-v0', max_time_s=5.0)\n"
+            "env.reset(seed=0); env.step(env.action_space.sample())\n"
+            f"ref = gymnasium.make('sim:{REFERENCE_ENV_ID}')\n"
+            "ref.reset(seed=0); ref.step(ref.action_space.sample())\n"
+            "print('made', env.spec.id, ref.spec.id)\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert f"made Midrange-v0 {REFERENCE_ENV_ID}" in out.stdout
+
+
+def test_registering_again_changes_nothing() -> None:
+    before = {k: gymnasium.spec(k) for k in ("Midrange-v0", REFERENCE_ENV_ID)}
+    register_envs()
+    register_envs()
+    assert {k: gymnasium.spec(k) for k in before} == before
 
 
 def test_registered_env_runs_random_steps_through_episodes() -> None:

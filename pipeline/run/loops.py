@@ -9,8 +9,11 @@ each other.
 :func:`drive` runs every actor loop and the learner loop as tasks on one event loop. Their
 blocking work (a chunk's kernel launches, an update) goes through a :class:`Scheduler`: async,
 it runs in worker threads (PyTorch releases the GIL inside kernels) so actors and learner
-overlap; sync (``--sync``, the baseline), it runs inline on the loop thread, so they take
-turns. Both modes run this same code.
+overlap; sync (``--sync``, the baseline), it runs one piece at a time on one worker thread
+while the loops take their turns in a fixed order (:class:`~pipeline.run.turns.TurnOrder`:
+actor 0's chunk, the learner's updates, actor 1's chunk, ...), so a sync run is a function of
+its config alone. Async mode makes no such promise: which actor fills which slot, and with
+which weights, depends on timing. Both modes run this same code.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ from actors.step import ChunkInterrupted
 from learner import RolloutBatch
 from monitoring import Metrics, span
 from pipeline.run.parts import RunActor, RunParts
-from pipeline.transport.ring import RingClosed
+from pipeline.run.turns import LEARNER, TurnOrder
+from pipeline.transport.ring import RingClosed, RolloutRing
 from pipeline.transport.slots import RingSlot, SlotState
 
 EVENT_POLL_S = 0.0005
@@ -167,11 +171,13 @@ class Budget:
 
 class Scheduler:
     """Where the loops' blocking work runs: worker threads side by side (async) or one thread,
-    one piece at a time (sync)."""
+    one piece at a time (sync), and in sync mode in which order the loops take their turns."""
 
     def __init__(self, hooks: RunHooks, sync: bool, actor_threads: int):
         self.hooks = hooks
         self.sync = sync
+        self.turns: TurnOrder | None = None
+        """Sync mode's turn order, set by :meth:`seat` when the loops start."""
         if sync:
             # One worker thread for both roles: work runs one piece at a time, in the order the
             # loops hand it over, and the event loop stays free to take a signal at once.
@@ -216,6 +222,39 @@ class Scheduler:
         if self.sync:
             await asyncio.sleep(0)
 
+    def seat(self, actors: int) -> None:
+        """Sync: actors ``0 .. actors - 1`` and the learner take turns from now on."""
+        if self.sync:
+            self.turns = TurnOrder(actors)
+
+    async def claim_in_turn(self, actor_id: int, budget: Budget) -> bool:
+        """Wait for ``actor_id``'s turn (sync), then claim a chunk of ``budget``; an actor that
+        gets none leaves the turn order."""
+        if self.turns is not None:
+            await self.turns.take(actor_id)
+        if await budget.claim():
+            return True
+        self.leave(actor_id)
+        return False
+
+    async def until_ready(self, ring: RolloutRing) -> None:
+        """Sync, the learner: hand the turn on to the actors until a chunk is READY in ``ring``
+        (or no actor is left to write one)."""
+        turns = self.turns
+        while turns is not None and not turns.opened and turns.actors_left() and ring.ready_count() == 0:
+            turns.end(LEARNER)
+            await turns.take(LEARNER)
+
+    def end_turn(self, party: int) -> None:
+        """Sync: ``party`` (an actor id or ``LEARNER``) is done with its turn."""
+        if self.turns is not None:
+            self.turns.end(party)
+
+    def leave(self, party: int) -> None:
+        """Sync: ``party``'s loop ended; it takes no more turns."""
+        if self.turns is not None:
+            self.turns.leave(party)
+
     def shutdown(self) -> None:
         """Stop the worker threads (a thread inside a kernel is not waited for)."""
         for pool in set(self._pools.values()):
@@ -240,18 +279,22 @@ class Run:
             self.budget.stop()
             self.stop_reason = reason
             self.parts.ring.close()
+            if self.sched.turns is not None:
+                self.sched.turns.open()
 
 
 # ---------------------------------------------------------------------------- the loops
 async def actor_loop(run: Run, actor_id: int) -> None:
-    """One actor: claim → slot → pull weights and roll out → commit, until the budget is spent."""
+    """One actor: claim → slot → pull weights and roll out → commit, until the budget is spent
+    (in sync mode one chunk a turn)."""
     ring = run.parts.ring
-    while await run.budget.claim():
+    while await run.sched.claim_in_turn(actor_id, run.budget):
         start = time.perf_counter()
         try:
             slot = await ring.acquire_write_async(actor_id)  # waits while the ring is full
         except RingClosed:
             run.budget.unclaim()
+            run.sched.leave(actor_id)
             return
         wait_s = time.perf_counter() - start
         actor = run.parts.actors[actor_id]
@@ -270,18 +313,21 @@ async def actor_loop(run: Run, actor_id: int) -> None:
             ring.abort(slot)  # the run is stopping: the half-written chunk is dropped, counted
             run.budget.unclaim()
             run.hooks.on_interrupted_chunk()
+            run.sched.leave(actor_id)
             return
         except Exception as exc:
             await recover(run, actor_id, slot, exc)
+        run.sched.end_turn(actor_id)
         await run.sched.turn()
 
 
 async def learner_loop(run: Run) -> None:
     """The learner: collect → update → release → publish, until the ring is drained or stopped."""
-    while slots := await run.intake.collect(run.budget):
+    while slots := await run.intake.collect(run.budget, run.sched):
         await run.sched.run("learner", train_on, run, slots)
         run.budget.add_trained(len(slots))
         await run.sched.turn()
+    run.sched.leave(LEARNER)
 
 
 def write_chunk(actor: RunActor, run: Run, slot: RingSlot) -> None:
@@ -348,6 +394,7 @@ async def recover(run: Run, actor_id: int, slot: RingSlot, exc: Exception) -> No
 # ---------------------------------------------------------------------------- scheduling
 async def drive(run: Run, report: Callable[[], None], report_interval_s: float) -> None:
     """Run every actor loop and the learner loop to the end; ``report`` every interval."""
+    run.sched.seat(len(run.parts.actors))
     actors = [asyncio.create_task(actor_loop(run, i), name=f"actor:{i}")
               for i in range(len(run.parts.actors))]
     learner = asyncio.create_task(learner_loop(run), name="learner")
@@ -423,17 +470,20 @@ class BatchIntake:
         """Versions between the learner and the policy that wrote ``slot``."""
         return self.learner.policy_version - slot.policy_version
 
-    async def collect(self, budget: Budget | None = None) -> list[RingSlot]:
+    async def collect(self, budget: Budget | None = None, sched: Scheduler | None = None) -> list[RingSlot]:
         """Await ``slots_per_batch`` fresh slots; fewer once no more can come (every chunk of
         ``budget`` committed and none READY, or production ended and the ring drained); none
         when the run stops (held slots then count as dropped). A stale slot is dropped and
-        given back to ``budget``, which has it written again."""
+        given back to ``budget``, which has it written again. In sync mode ``sched`` hands the
+        learner's turn on while no slot is READY."""
         start = time.perf_counter()
         try:
             while len(self.held) < self.slots_per_batch:
                 if (self.held and budget is not None and budget.all_committed()
                         and self.ring.ready_count() == 0):
                     break  # the budget's last chunks: train on what is held
+                if sched is not None:
+                    await sched.until_ready(self.ring)
                 got = await self.ring.acquire_read_async(1)
                 if not got:
                     break  # drained: train on what is held

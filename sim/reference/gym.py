@@ -16,12 +16,13 @@ import numpy as np
 from gymnasium import spaces
 
 from sim.config import SimConfig
+from sim.envs.registration import REFERENCE_ENV_ID
 from sim.layout import OBS_CLIP, ObsLayout
 from sim.reference.scalar import END_NONE, WINNER_NONE, ReferenceSim
 from sim.scenarios import initial_conditions
 
-ENV_ID = "midrange/ReferenceDuel-v0"
-"""Gymnasium registry id of :class:`ReferenceEnv`."""
+ENV_ID = REFERENCE_ENV_ID
+"""Gymnasium registry id of :class:`ReferenceEnv` (registered by ``import sim``)."""
 
 PURSUIT_DEADBAND = 0.02
 """The pursuit opponent flies straight while |bearing sine| is within this."""
@@ -126,6 +127,3 @@ def make_reference_env(config: SimConfig | None = None, **config_overrides: Any)
     """Top-level (hence picklable) factory, e.g. for ``gymnasium.vector.AsyncVectorEnv``."""
     return ReferenceEnv(config, **config_overrides)
 
-
-if ENV_ID not in gymnasium.registry:
-    gymnasium.register(id=ENV_ID, entry_point="sim.reference.gym:ReferenceEnv")
