@@ -33,11 +33,14 @@ from pipeline.config.files import to_toml
 from pipeline.config.flags import parse_config
 from pipeline.envs.choice import EnvFactory, is_sim
 from pipeline.evaluation.gym import evaluate_returns
+from pipeline.run.budget import Budget
 from pipeline.run.display import Display, make_display
-from pipeline.run.loops import BatchIntake, Budget, Run, Scheduler, drive
+from pipeline.run.intake import BatchIntake
+from pipeline.run.loops import Run, drive
 from pipeline.run.parts import RunParts, build, check_resources
 from pipeline.run.progress import RETURN_WINDOW_EPISODES, RunFailed, RunProgress
 from pipeline.run.rundir import claim_run_dir, default_run_dir, run_dir_of
+from pipeline.run.scheduler import Scheduler
 from pipeline.transport.ring import RingStats
 
 

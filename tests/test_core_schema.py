@@ -15,7 +15,7 @@ from monitoring import Metrics
 from pipeline.config import resolve
 from pipeline.config.flags import parse_config
 from pipeline.launch import run
-from pipeline.run.loops import BatchIntake
+from pipeline.run.intake import BatchIntake
 from pipeline.run.parts import build
 
 ARGV = ["--actor-processes", "off", "--actors", "2", "--envs-per-actor", "8", "--rollout-len", "4", "--opponent", "random",

@@ -21,16 +21,12 @@ from pipeline.config import ConfigError, resolve
 from pipeline.config.flags import parse_config
 from pipeline.launch import run
 from pipeline.run.actor_process import ProcessActor
-from pipeline.run.loops import (
-    BatchIntake,
-    Budget,
-    ChunkOutcome,
-    Run,
-    Scheduler,
-    UpdateReport,
-    drive,
-)
+from pipeline.run.budget import Budget
+from pipeline.run.hooks import ChunkOutcome, UpdateReport
+from pipeline.run.intake import BatchIntake
+from pipeline.run.loops import Run, drive
 from pipeline.run.parts import build
+from pipeline.run.scheduler import Scheduler
 from pipeline.transport.weights import WeightPublisher
 
 

@@ -12,17 +12,12 @@ from actors.sim_actor import SimActor
 from monitoring import Metrics
 from pipeline.config import resolve
 from pipeline.config.flags import parse_config
-from pipeline.run.loops import (
-    BatchIntake,
-    Budget,
-    ChunkOutcome,
-    Run,
-    Scheduler,
-    UpdateReport,
-    drive,
-    train_on,
-)
+from pipeline.run.budget import Budget
+from pipeline.run.hooks import ChunkOutcome, UpdateReport
+from pipeline.run.intake import BatchIntake
+from pipeline.run.loops import Run, drive, train_on
 from pipeline.run.parts import RunParts, build
+from pipeline.run.scheduler import Scheduler
 
 
 class Recorder:

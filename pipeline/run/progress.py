@@ -1,4 +1,4 @@
-"""A run's progress: what the loops report (:class:`pipeline.run.loops.RunHooks`), kept and shown.
+"""A run's progress: what the loops report (:class:`pipeline.run.hooks.RunHooks`), kept and shown.
 
 Counts agent-steps and updates, keeps the recent win-rate window and the busy intervals of
 actors and learner (their overlap), exports metrics, refreshes the display, writes periodic
@@ -21,7 +21,7 @@ from monitoring.overlap import intersect, length, union
 from pipeline.config import PipelineConfig
 from pipeline.league.records import LEARNER
 from pipeline.run.display import Display, Progress
-from pipeline.run.loops import ChunkOutcome, UpdateReport
+from pipeline.run.hooks import ChunkOutcome, UpdateReport
 from pipeline.run.parts import RunParts
 from pipeline.run.progress_log import ProgressLog, progress_rows
 
