@@ -262,7 +262,8 @@ def test_sigterm_stops_a_launch_and_leaves_no_actor_process(tmp_path):
     repo = Path(__file__).resolve().parents[1]
     env = dict(os.environ, PYTHONPATH=str(repo), OMP_NUM_THREADS="1")
     proc = subprocess.Popen([sys.executable, "-m", "pipeline.launch",
-                             *flags(tmp_path, "--total-steps", "10000000", "--display", "plain")],
+                             *flags(tmp_path, "--total-steps", "10000000", "--display", "plain",
+                                    "--set", "run.compile_step=false", "--set", "run.compile_agents=false")],
                             cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         log = tmp_path / "run" / "run.log"
