@@ -166,7 +166,8 @@ def test_sync_free_path_gives_the_cpu_samples():
             assert torch.equal(a[key], b[key]), key
 
 
-@pytest.mark.parametrize("opponent", ["crank", "random"])  # random: its generator breaks the graph
+# random: its generator breaks the graph
+@pytest.mark.parametrize("opponent", ["crank", pytest.param("random", marks=pytest.mark.slow)])
 def test_compiled_step_gives_the_eager_samples(opponent):
     """The whole decision step compiled as one function (CPU) writes the eager step's chunks:
     the same actions, observations, rewards and episode ends (truncations included, whose

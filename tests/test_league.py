@@ -399,7 +399,7 @@ def test_a_round_robin_takes_a_league_folder_as_its_pool(tmp_path):
         expand_pools([str(tmp_path / "empty")])
 
 
-@pytest.mark.parametrize("action_mode", ["discrete", "continuous"])
+@pytest.mark.parametrize("action_mode", ["discrete", pytest.param("continuous", marks=pytest.mark.slow)])
 def test_a_league_opponent_on_the_accelerator_path_reads_no_device_data(action_mode):
     """The graph-safe form (every candidate acts, a device-side choice picks the actions) runs
     whole chunks on the meta device, where any host read raises; reassigning a group and

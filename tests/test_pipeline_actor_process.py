@@ -203,6 +203,7 @@ def test_league_with_actor_processes_sync(tmp_path):
     assert children() <= before
 
 
+@pytest.mark.slow
 def test_an_actor_process_plays_its_own_replica_as_the_latest_self(tmp_path):
     """The mirror sends "latest" (not weights) for each new draw of the latest self, and the
     process copies its own replica of the learning policy into the group's policy slot."""
@@ -241,6 +242,7 @@ def test_an_actor_process_plays_its_own_replica_as_the_latest_self(tmp_path):
             assert torch.equal(a, b)
 
 
+@pytest.mark.slow
 def test_async_league_sends_snapshots_larger_than_the_pipe_buffer(tmp_path):
     """A snapshot's weights (here about 1.4 MB, beyond a socket's buffer) reach the actor
     processes through the event loop's pipes without an actor failing half-way through a send."""
@@ -254,6 +256,7 @@ def test_async_league_sends_snapshots_larger_than_the_pipe_buffer(tmp_path):
     assert len(league["records"]) > 1, league["records"]  # snapshots were drawn, so sent to the actors
 
 
+@pytest.mark.slow
 def test_sigterm_stops_a_launch_and_leaves_no_actor_process(tmp_path):
     import subprocess
     import sys

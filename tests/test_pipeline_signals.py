@@ -130,6 +130,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_sigterm_while_the_main_thread_holds_the_ring_lock(tmp_path, mode):
     """The handler only flags the stop on the event loop, so a SIGTERM that lands while the
@@ -150,6 +151,7 @@ def test_sigterm_while_the_main_thread_holds_the_ring_lock(tmp_path, mode):
     assert not (run_dir / ".lock").exists()
 
 
+@pytest.mark.slow
 def test_a_stop_is_honoured_inside_a_long_chunk(tmp_path):
     """Chunks of many long decision steps (time scale 20: 500 physics steps each) are given up
     between two decision steps when the run stops, instead of running to their end."""
