@@ -228,7 +228,10 @@ ALL_OPPONENTS = ("random", "straight", "pursuit", "shooter", "crank")
 
 
 @pytest.mark.parametrize("action_mode", ["discrete", "continuous"])
-@pytest.mark.parametrize("opponent", ALL_OPPONENTS)
+# Each reward kind stays in the fast tier (random: zero, pursuit: shaped, crank: outcome);
+# straight and shooter, which repeat the outcome and zero rewards, are in the slow tier.
+@pytest.mark.parametrize("opponent", [pytest.param(o, marks=pytest.mark.slow) if o in ("straight", "shooter")
+                                      else o for o in ALL_OPPONENTS])
 def test_accelerator_chunk_reads_no_device_data(action_mode, opponent):
     """A whole chunk on the meta device (shapes only: any host read of device data raises, and
     so does any tensor left on the CPU) runs the accelerator path end to end: policy sampling,
