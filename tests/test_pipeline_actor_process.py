@@ -186,6 +186,7 @@ def test_sigkilled_actor_process_is_restarted_and_accounting_balances(tmp_path):
     assert children() <= before
 
 
+@pytest.mark.slow
 def test_league_with_actor_processes_sync(tmp_path):
     before = children()
     result = run(resolve(parse_config(flags(
