@@ -23,8 +23,9 @@ COMMON = [
     "--actors", "2", "--envs-per-actor", "16", "--rollout-len", "8", "--opponent", "straight",
     "--reward", "outcome", "--device", "cpu", "--set", "run.eval_episodes=0",
     "--set", "ppo.hidden_sizes=[16, 16]", "--set", "ppo.update_epochs=1",
-    # The runs are open-ended (a budget of 10^9 steps would turn compiling on): not about it.
-    "--set", "run.compile_step=false", "--set", "run.compile_agents=false",
+    # Not about compiling (which an open-ended budget of 10^9 steps turns on) or actor processes
+    # (tests/test_pipeline_actor_process.py).
+    "--set", "run.compile_step=false", "--set", "run.compile_agents=false", "--actor-processes", "off",
 ]
 
 
