@@ -166,7 +166,8 @@ def test_sync_free_path_gives_the_cpu_samples():
             assert torch.equal(a[key], b[key]), key
 
 
-@pytest.mark.parametrize("opponent", ["crank", "random"])  # random: its generator breaks the graph
+# random: its generator breaks the graph
+@pytest.mark.parametrize("opponent", ["crank", pytest.param("random", marks=pytest.mark.slow)])
 def test_compiled_step_gives_the_eager_samples(opponent):
     """The whole decision step compiled as one function (CPU) writes the eager step's chunks:
     the same actions, observations, rewards and episode ends (truncations included, whose
@@ -227,7 +228,10 @@ ALL_OPPONENTS = ("random", "straight", "pursuit", "shooter", "crank")
 
 
 @pytest.mark.parametrize("action_mode", ["discrete", "continuous"])
-@pytest.mark.parametrize("opponent", ALL_OPPONENTS)
+# Each reward kind stays in the fast tier (random: zero, pursuit: shaped, crank: outcome);
+# straight and shooter, which repeat the outcome and zero rewards, are in the slow tier.
+@pytest.mark.parametrize("opponent", [pytest.param(o, marks=pytest.mark.slow) if o in ("straight", "shooter")
+                                      else o for o in ALL_OPPONENTS])
 def test_accelerator_chunk_reads_no_device_data(action_mode, opponent):
     """A whole chunk on the meta device (shapes only: any host read of device data raises, and
     so does any tensor left on the CPU) runs the accelerator path end to end: policy sampling,

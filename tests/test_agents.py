@@ -295,7 +295,7 @@ def test_agents_on_bare_cuda_act_without_host_sync():
             torch.cuda.set_sync_debug_mode("default")
 
 
-@pytest.mark.parametrize("name", ["crank", "shooter"])
+@pytest.mark.parametrize("name", ["crank", pytest.param("shooter", marks=pytest.mark.slow)])
 def test_a_compiled_scripted_agent_acts_exactly_as_its_eager_twin(name):
     from sim import BatchedSim
 

@@ -265,7 +265,7 @@ def test_a_group_due_for_a_new_opponent_drains_so_long_fights_are_counted(tmp_pa
     assert (r.wins, r.draws, r.losses) == (3, 1, 0)  # cutting at the hold would give (2, 0, 0)
 
 
-@pytest.mark.parametrize("action_mode", ["discrete", "continuous"])
+@pytest.mark.parametrize("action_mode", ["discrete", pytest.param("continuous", marks=pytest.mark.slow)])
 def test_a_league_opponent_on_the_accelerator_path_reads_no_device_data(action_mode):
     """The graph-safe form (every candidate acts, a device-side choice picks the actions) runs
     whole chunks on the meta device, where any host read raises; reassigning a group and

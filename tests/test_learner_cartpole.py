@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from learner import PPOConfig
 from learner.gym_loop import random_policy_return, train_gym
 
 
+@pytest.mark.slow
 def test_short_cartpole_run_improves_clearly_over_random():
     torch.set_num_threads(1)
     baseline = random_policy_return("CartPole-v1", episodes=50, seed=0)

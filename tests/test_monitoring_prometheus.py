@@ -164,7 +164,9 @@ def test_prometheus_scrapes_pipeline_launch(tmp_path: Path) -> None:
          # Short episodes, so that some end within the test's deadline.
          "--set", "sim.max_time_s=10", "--set", "run.eval_episodes=0",
          # A league, so its ratings and games panels have data too.
-         "--opponent", "league", "--set", "league.snapshot_every=5"],
+         "--opponent", "league", "--set", "league.snapshot_every=5",
+         # Not about compiling, which a budget of 10^8 steps would turn on.
+         "--set", "run.compile_step=false", "--set", "run.compile_agents=false"],
         cwd=tmp_path,
     )
     prom = None

@@ -187,6 +187,7 @@ def test_sigkilled_actor_process_is_restarted_and_accounting_balances(tmp_path):
     assert children() <= before
 
 
+@pytest.mark.slow
 def test_league_with_actor_processes_sync(tmp_path):
     before = children()
     result = run(resolve(parse_config(flags(
@@ -204,6 +205,7 @@ def test_league_with_actor_processes_sync(tmp_path):
     assert children() <= before
 
 
+@pytest.mark.slow
 def test_an_actor_process_plays_its_own_replica_as_the_latest_self(tmp_path):
     """The mirror sends "latest" (not weights) for each new draw of the latest self, and the
     process copies its own replica of the learning policy into the group's policy slot."""
@@ -243,6 +245,7 @@ def test_an_actor_process_plays_its_own_replica_as_the_latest_self(tmp_path):
             assert torch.equal(a, b)
 
 
+@pytest.mark.slow
 def test_async_league_sends_snapshots_larger_than_the_pipe_buffer(tmp_path):
     """A snapshot's weights (here about 1.4 MB, beyond a socket's buffer) reach the actor
     processes through the event loop's pipes without an actor failing half-way through a send."""
@@ -256,6 +259,7 @@ def test_async_league_sends_snapshots_larger_than_the_pipe_buffer(tmp_path):
     assert len(league["records"]) > 1, league["records"]  # snapshots were drawn, so sent to the actors
 
 
+@pytest.mark.slow
 def test_sigterm_stops_a_launch_and_leaves_no_actor_process(tmp_path):
     import subprocess
     import sys
@@ -264,7 +268,8 @@ def test_sigterm_stops_a_launch_and_leaves_no_actor_process(tmp_path):
     repo = Path(__file__).resolve().parents[1]
     env = dict(os.environ, PYTHONPATH=str(repo), OMP_NUM_THREADS="1")
     proc = subprocess.Popen([sys.executable, "-m", "pipeline.launch",
-                             *flags(tmp_path, "--total-steps", "10000000", "--display", "plain")],
+                             *flags(tmp_path, "--total-steps", "10000000", "--display", "plain",
+                                    "--set", "run.compile_step=false", "--set", "run.compile_agents=false")],
                             cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         log = tmp_path / "run" / "run.log"

@@ -33,6 +33,7 @@ def test_cartpole_trains_through_the_pipeline(tmp_path, capsys):
     assert payload["ci95"][0] <= payload["mean_return"] <= payload["ci95"][1]
 
 
+@pytest.mark.slow
 def test_worker_processes_step_the_envs_and_are_gone_after_the_run(tmp_path, capsys):
     import multiprocessing
 

@@ -24,7 +24,7 @@ def small_config(tmp_path, *extra: str, steps: int = 10 * CHUNK) -> PipelineConf
         "--total-steps", str(steps), "--opponent", "straight", "--reward", "outcome",
         "--device", "cpu", "--display", "none", "--run-dir", str(tmp_path / "run"),
         "--set", "run.eval_episodes=0", "--set", "ppo.hidden_sizes=[16, 16]",
-        "--set", "ppo.update_epochs=1", *extra,
+        "--set", "ppo.update_epochs=1", "--actor-processes", "off", *extra,
     ]
     return resolve(parse_config(argv), "cpu")
 

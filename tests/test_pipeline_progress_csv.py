@@ -24,7 +24,8 @@ def _config(tmp_path, *extra: str, steps: int = 512):
     argv = ["--actors", "2", "--envs-per-actor", "8", "--rollout-len", "8", "--total-steps", str(steps),
             "--opponent", "straight", "--reward", "outcome", "--device", "cpu", "--display", "none",
             "--run-dir", str(tmp_path / "run"), "--metrics-port", "-1", "--set", "ppo.hidden_sizes=[16, 16]",
-            "--set", "ppo.update_epochs=1", "--set", "run.log_interval_s=0.05", *extra]
+            "--set", "ppo.update_epochs=1", "--set", "run.log_interval_s=0.05", "--actor-processes", "off",
+            *extra]
     return resolve(parse_config(argv), "cpu")
 
 

@@ -20,7 +20,8 @@ T, B = 4, 8
 CHUNK = T * B
 BASE = ["--actors", "2", "--envs-per-actor", str(B), "--rollout-len", str(T), "--device", "cpu",
         "--opponent", "straight", "--reward", "outcome", "--display", "plain", "--metrics-port", "-1",
-        "--set", "run.eval_episodes=0", "--set", "ppo.hidden_sizes=[8]", "--set", "ppo.update_epochs=1"]
+        "--set", "run.eval_episodes=0", "--set", "ppo.hidden_sizes=[8]", "--set", "ppo.update_epochs=1",
+        "--actor-processes", "off"]
 
 
 def launch(tmp_path: Path, *extra: str, steps: int = 8 * CHUNK, name: str = "run") -> list[str]:

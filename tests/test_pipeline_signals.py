@@ -23,6 +23,9 @@ COMMON = [
     "--actors", "2", "--envs-per-actor", "16", "--rollout-len", "8", "--opponent", "straight",
     "--reward", "outcome", "--device", "cpu", "--set", "run.eval_episodes=0",
     "--set", "ppo.hidden_sizes=[16, 16]", "--set", "ppo.update_epochs=1",
+    # Not about compiling (which an open-ended budget of 10^9 steps turns on) or actor processes
+    # (tests/test_pipeline_actor_process.py).
+    "--set", "run.compile_step=false", "--set", "run.compile_agents=false", "--actor-processes", "off",
 ]
 
 
@@ -128,6 +131,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_sigterm_while_the_main_thread_holds_the_ring_lock(tmp_path, mode):
     """The handler only flags the stop on the event loop, so a SIGTERM that lands while the
@@ -148,6 +152,7 @@ def test_sigterm_while_the_main_thread_holds_the_ring_lock(tmp_path, mode):
     assert not (run_dir / ".lock").exists()
 
 
+@pytest.mark.slow
 def test_a_stop_is_honoured_inside_a_long_chunk(tmp_path):
     """Chunks of many long decision steps (time scale 20: 500 physics steps each) are given up
     between two decision steps when the run stops, instead of running to their end."""
