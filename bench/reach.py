@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sim import BatchedSim, SimConfig
 from sim.reach.missile import missile_tables
 from sim.reach.spacetime import reach_features, reach_straight, reach_turning_away
-from sim.reach.tables import reach_tables
+from sim.reach.tables import clear_reach_tables
 from sim.reach.truth import measure_reach
 
 GEOMETRIES = (
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{len(rows)} geometries, truth to {120_000 / 16 ** 3:.0f} m")
 
     start = time.perf_counter()
-    reach_tables.cache_clear()
+    clear_reach_tables()
     tables = missile_tables(config)
     build_s = time.perf_counter() - start
     vs = torch.tensor([r[0] for r in rows], dtype=torch.float64)

@@ -314,9 +314,26 @@ def build_reach_tables(config: SimConfig) -> ReachTables:
     )
 
 
-@functools.lru_cache(maxsize=8)
+NOT_READ_BY_THE_SHOTS = ("dtype", "obs_reach", "max_time_s", "spawn_separation_m", "scenario")
+"""Config fields the simulated shots never read: configs differing only in these share tables
+(a sim with the reach block, and the copy of it that sizes its memory, measure them once)."""
+
+
 def reach_tables(config: SimConfig) -> ReachTables:
-    """The reach tables for ``config`` (float32, CPU), measured once per process and config.
+    """The reach tables for ``config`` (float32, CPU), measured once per process for each set of
+    values of the fields the shots read."""
+    base = SimConfig()
+    return _measured_reach_tables(config.replace(**{k: getattr(base, k) for k in NOT_READ_BY_THE_SHOTS}))
+
+
+def clear_reach_tables() -> None:
+    """Forget the measured tables (the next :func:`reach_tables` measures again)."""
+    _measured_reach_tables.cache_clear()
+
+
+@functools.lru_cache(maxsize=8)
+def _measured_reach_tables(config: SimConfig) -> ReachTables:
+    """:func:`build_reach_tables`, cached.
 
     Measured on one thread: the shots are thousands of small elementwise ops, which run faster
     without intra-op threads (and far faster on a busy machine, where those threads wait on
