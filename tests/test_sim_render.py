@@ -140,6 +140,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow
 def test_sb3_make_vec_env_with_subprocesses(tmp_path):
     """SB3 passes render_mode="rgb_array" to every worker's env; a script as a user writes it."""
     pytest.importorskip("stable_baselines3")
