@@ -382,6 +382,11 @@ def _measure_bytes_per_env(config: SimConfig) -> int:
         sim.reset()
         sim.step(torch.zeros(n, 2, 3, dtype=dtype, device="cpu"))
 
+    if config.obs_reach:
+        # The reach block's tables are the process's, shared by every sim of the config, not
+        # per-environment memory: measured here, outside the counting mode (where each of the
+        # shots' small ops would pass through Python), so the measurement sims only look them up.
+        cached_tables(config, "cpu", config.dtype)
     token = _measuring.set(True)
     try:
         peak = max(peak_bytes(functools.partial(run, sync_free), device_type="cpu") for sync_free in (False, True))
