@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import random
 import signal
 import sys
 import threading
@@ -19,12 +18,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from actors.step import ContractViolation
 from learner import NonFiniteError
 from learner.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint_path
+from learner.checkpoint.rng import seed_global_generators
 from monitoring import Metrics
 from monitoring.exporter import Exporter, MetricsPortInUseError, start_exporter
 from monitoring.profiling import ProfileSession
@@ -178,16 +177,6 @@ def run(config: PipelineConfig) -> RunResult:
     finally:
         parts.close()  # a Gymnasium env's worker processes
         owned.release(keep=started)
-
-
-def seed_global_generators(seed: int) -> None:
-    """Seed every global random generator a checkpoint saves under ``rng/``: torch's (the CPU's
-    and every CUDA device's), numpy's legacy global one and Python's ``random``. Two runs from
-    one ``config.toml`` then end with the same states, and a resume restores them from its
-    checkpoint after this."""
-    torch.manual_seed(seed)
-    np.random.seed(seed)  # noqa: NPY002 - the legacy global generator is the one saved
-    random.seed(seed)
 
 
 def config_text(config: PipelineConfig) -> str:

@@ -1,5 +1,6 @@
-"""The global random number generators' states (torch, CUDA, numpy's legacy global generator,
-Python's ``random``) as plain tensors and containers a checkpoint can hold."""
+"""The global random number generators (torch, CUDA, numpy's legacy global generator, Python's
+``random``): their states as plain tensors and containers a checkpoint can hold, and the seeding
+of all of them from one run seed."""
 
 from __future__ import annotations
 
@@ -37,3 +38,13 @@ def set_rng_state(state: dict[str, Any]) -> None:
     random.setstate((p["version"], tuple(p["internal"]), p["gauss_next"]))
     if "cuda" in state and torch.cuda.is_available() and len(state["cuda"]) == torch.cuda.device_count():
         torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def seed_global_generators(seed: int) -> None:
+    """Seed every global random generator a checkpoint saves under ``rng/``: torch's (the CPU's
+    and every CUDA device's), numpy's legacy global one and Python's ``random``. Two runs from
+    one ``config.toml`` then end with the same states, and a resume restores them from its
+    checkpoint after this."""
+    torch.manual_seed(seed)
+    np.random.seed(seed)  # noqa: NPY002 - the legacy global generator is the one saved
+    random.seed(seed)
