@@ -145,12 +145,16 @@ def _main(args: argparse.Namespace) -> dict:
 
 def _evaluate_on_gym(args: argparse.Namespace, env: tuple[str, dict]) -> dict:
     """A checkpoint trained on a Gymnasium env: its mean return on that env (the opponents
-    and scenario options do not apply)."""
+    and scenario options do not apply); an env that fails in its worker is one line, exit 1."""
     from pipeline.envs.choice import EnvFactory
-    from pipeline.evaluation.gym import evaluate_returns
+    from pipeline.evaluation.gym import EvaluationError, evaluate_returns
 
-    stats = evaluate_returns(args.agent, EnvFactory(env[0], env[1]), args.episodes, seed=args.seed,
-                             deterministic=args.deterministic)
+    try:
+        stats = evaluate_returns(args.agent, EnvFactory(env[0], env[1]), args.episodes, seed=args.seed,
+                                 deterministic=args.deterministic)
+    except EvaluationError as exc:  # the env failed in its worker: a failure, not bad input
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
     print(stats.line())
     payload = {"agent": args.agent, "env": env[0], "env_kwargs": env[1], "episodes": stats.episodes,
                "mean_return": stats.mean, "ci95": [stats.ci_low, stats.ci_high],

@@ -31,7 +31,7 @@ from pipeline.config import ConfigError, PipelineConfig, resolve
 from pipeline.config.files import to_toml
 from pipeline.config.flags import parse_config
 from pipeline.envs.choice import EnvFactory, is_sim
-from pipeline.evaluation.gym import evaluate_returns
+from pipeline.evaluation.gym import EvaluationError, evaluate_returns
 from pipeline.run.budget import Budget
 from pipeline.run.display import Display, make_display
 from pipeline.run.intake import BatchIntake
@@ -91,8 +91,8 @@ def evaluate(checkpoint: Path, config: PipelineConfig, run_dir: Path | None = No
     Gymnasium env, its mean return over ``run.eval_episodes`` episodes."""
     if not is_sim(config.actors.env):
         factory = EnvFactory(config.actors.env, dict(config.actors.env_kwargs))
-        return evaluate_returns(checkpoint, factory, config.run.eval_episodes,
-                                seed=config.run.seed + 1).line()
+        return evaluate_returns(checkpoint, factory, config.run.eval_episodes, seed=config.run.seed + 1,
+                                workers=config.actors.workers_per_actor).line()
     from pipeline.evaluation.matches import play_match
     from pipeline.evaluation.recording import MatchRecorder
     from pipeline.evaluation.tables import format_table
@@ -321,7 +321,8 @@ def _summarize(config: PipelineConfig, the_run: Run, progress: RunProgress, disp
                error: str) -> RunResult:
     """Final checkpoint, summary lines and evaluation (``wall``: the run's seconds of work).
     They print when the run ended on an error too; a checkpoint that cannot be written (disk
-    full, non-finite weights) is reported and the last good one named."""
+    full, non-finite weights) is reported and the last good one named, and so is an evaluation
+    whose env fails (exit 1, the checkpoint kept)."""
     parts = the_run.parts
     try:
         ckpt: Path | None = progress.save_checkpoint()
@@ -368,7 +369,12 @@ def _summarize(config: PipelineConfig, the_run: Run, progress: RunProgress, disp
     for line in lines:
         display.message(line)
     if exit_code == 0 and not stopped and ckpt is not None and config.run.eval_episodes > 0:
-        result.evaluation = evaluate(ckpt, config, progress.run_dir)
+        try:
+            result.evaluation = evaluate(ckpt, config, progress.run_dir)
+        except EvaluationError as exc:  # the env failed in its workers; the training stands
+            display.message(f"error: {exc} (the checkpoint above is kept)")
+            log.error("evaluation failed: %s", exc)
+            result.exit_code = exit_code = 1
         if result.evaluation:
             what = ("against the scripted opponents" if is_sim(config.actors.env)
                     else "with the most likely actions")

@@ -9,34 +9,19 @@ handle stops the launch at once with the env and the space named.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
 
 from actors.gym_actor import check_spaces
-from core.plugins import load_object
 from monitoring import Metrics
+from pipeline.envs.factory import EnvFactory
+
+__all__ = ["SIM_ENV", "EnvFactory", "EnvSpaces", "check_env_spec", "default_workers", "is_sim",
+           "make_vector_env", "measure_step_seconds", "probe"]
 
 SIM_ENV = "midrange"
-
-
-@dataclass(frozen=True)
-class EnvFactory:
-    """A picklable zero-argument factory of one Gymnasium env (sent once to a worker process)."""
-
-    spec: str
-    """``gym:ID`` or ``package.module:factory``."""
-    kwargs: dict[str, Any] = field(default_factory=dict)
-
-    def __call__(self) -> gym.Env[Any, Any]:
-        if self.spec.startswith("gym:"):
-            return gym.make(self.spec[4:], **self.kwargs)
-        factory = load_object(self.spec)
-        env = factory(**self.kwargs)
-        if not isinstance(env, gym.Env):
-            raise ValueError(f"{self.spec} returned a {type(env).__name__}, not a gymnasium.Env")
-        return env
 
 
 def is_sim(spec: str) -> bool:

@@ -1,4 +1,10 @@
-"""Evaluating a policy on a Gymnasium env: mean episode return with a confidence interval."""
+"""Evaluating a policy on a Gymnasium env: mean episode return with a confidence interval.
+
+The envs step in worker processes (``actors/workers/``, as in training), so an env that crashes
+(a segfault, ``sys.exit``) or hangs ends the evaluation with an :class:`EvaluationError`
+instead of the process that evaluates. No worker is restarted: a made-up truncated episode
+would change the returns.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +16,16 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from actors.workers.process_vec_env import EnvError, ProcessVecEnv, WorkerCrashError
 from learner.checkpoint import load_policy
 from pipeline.envs.choice import EnvFactory
+
+EVALUATION_ENVS = 8
+"""Envs stepped side by side (fewer when fewer episodes are asked for)."""
+
+
+class EvaluationError(RuntimeError):
+    """The env failed during the evaluation (raised, crashed or hung in its worker); one line."""
 
 
 @dataclass(frozen=True)
@@ -32,16 +46,30 @@ class ReturnStats:
                 f"over {self.episodes} episodes (mean length {self.mean_length:.0f})")
 
 
+def _start_envs(factory: EnvFactory, num_envs: int, workers: int) -> ProcessVecEnv:
+    """``num_envs`` envs in ``workers`` worker processes (a divisor of ``num_envs``: fewer
+    when ``workers`` is not one), none of them restarted."""
+    workers = max(d for d in range(1, max(1, min(workers, num_envs)) + 1) if num_envs % d == 0)
+    try:
+        return ProcessVecEnv(factory, num_envs, num_workers=workers, max_restarts=0)
+    except (RuntimeError, ValueError) as exc:  # EnvError is a RuntimeError
+        raise EvaluationError(f"env {factory.spec}: the evaluation's env workers did not start: "
+                              f"{str(exc).splitlines()[0]}") from None
+
+
 @torch.no_grad()
 def evaluate_returns(checkpoint: str | Path, factory: EnvFactory, episodes: int, seed: int = 0,
-                     deterministic: bool = True, num_envs: int = 8) -> ReturnStats:
+                     deterministic: bool = True, num_envs: int = EVALUATION_ENVS,
+                     workers: int = 1) -> ReturnStats:
     """Play ``episodes`` episodes of ``factory``'s env with the checkpoint's policy (its most
-    likely action when ``deterministic``) and summarise the returns."""
+    likely action when ``deterministic``) and summarise the returns. The envs step in
+    ``workers`` worker processes; an env that raises, crashes or hangs there is an
+    :class:`EvaluationError`."""
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     policy = load_policy(checkpoint).eval()
     n = min(num_envs, episodes)
-    env = gym.vector.SyncVectorEnv([factory] * n, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    env = _start_envs(factory, n, workers)
     discrete = isinstance(env.single_action_space, gym.spaces.Discrete)
     space = env.single_action_space
     low = high = None
@@ -67,6 +95,9 @@ def evaluate_returns(checkpoint: str | Path, factory: EnvFactory, episodes: int,
                     returns.append(float(running[i]))
                     lengths.append(int(steps[i]))
                 running[i], steps[i] = 0.0, 0
+    except (EnvError, WorkerCrashError) as exc:
+        raise EvaluationError(f"env {factory.spec} failed during the evaluation after "
+                              f"{len(returns)} of {episodes} episodes: {str(exc).splitlines()[0]}") from None
     finally:
         env.close()
     r = np.asarray(returns)
