@@ -22,6 +22,7 @@ from pipeline.config import LEAGUE, ConfigError, PipelineConfig
 from pipeline.envs.choice import EnvFactory, is_sim, make_vector_env, probe
 from pipeline.league.matchmaking import League
 from pipeline.run.actor_process import ProcessActor
+from pipeline.run.gym_memory import check_gym_memory
 from pipeline.run.sim_actors import make_opponent_and_reward, make_sim_actor
 from pipeline.transport.ring import RolloutRing
 from pipeline.transport.slots import RingSlot
@@ -130,9 +131,11 @@ FDS_SPARE = 64
 def check_resources(config: PipelineConfig) -> None:
     """Refuse, before allocating anything, a run whose sims, ring and learner batch would not
     fit in the device's available memory, or whose shared ring would need more file
-    descriptors than the process may open (one per slot: a slot is one shared block)."""
+    descriptors than the process may open (one per slot: a slot is one shared block). A
+    Gymnasium env's run is sized from its spaces (``pipeline.run.gym_memory``)."""
     if not is_sim(config.actors.env):
-        return  # small CPU envs in their own processes; the ring is checked when built
+        check_gym_memory(config)
+        return
     layout = ObsLayout.from_config(config.sim)
     spec = rollout_spec(config, layout.size, ActionSpec.for_sim(config.sim).dim,
                         torch.int64 if config.sim.action_mode == "discrete" else torch.float32)
