@@ -7,6 +7,7 @@ import pytest
 
 from learner.checkpoint import read_checkpoint
 from pipeline.config import resolve
+from pipeline.config.devices import usable_cores
 from pipeline.envs.choice import default_workers
 from pipeline.launch import main
 
@@ -24,7 +25,8 @@ def test_cartpole_trains_through_the_pipeline(tmp_path, capsys):
     state = read_checkpoint(tmp_path / "run" / "checkpoints" / "latest.pt")
     assert state["extra"]["agent_steps"] == 8192
     assert state["obs_layout"] == {"env": "gym:CartPole-v1", "size": 4}
-    assert "env = \"gym:CartPole-v1\"" in (tmp_path / "run" / "config.toml").read_text()
+    toml = (tmp_path / "run" / "config.toml").read_text()
+    assert "env = \"gym:CartPole-v1\"" in toml and "workers_per_actor = 0" in toml
     # pipeline.evaluate knows the env from the checkpoint.
     from pipeline.evaluate import main as evaluate
 
@@ -79,20 +81,29 @@ def test_envs_is_not_a_prefix_of_envs_per_actor(capsys):
     assert "unrecognized arguments: --envs" in capsys.readouterr().err
 
 
-def test_workers_per_actor_defaults_by_the_envs_measured_step_cost():
+def test_workers_per_actor_defaults_by_a_rule_not_by_timing():
     cheap = resolve({"actors": {"env": "gym:CartPole-v1", "count": 1}})
-    assert cheap.actors.workers_per_actor == 0  # 10 µs a step: fastest in the actor's process
-    slow_env = {"env": "tests.envs_for_workers:CounterEnv", "count": 1,
-                "env_kwargs": {"length": 1000, "delay_s": 0.002, "slow_seeds": [0]}}
-    slow = resolve({"actors": dict(slow_env)})
-    assert 1 <= slow.actors.workers_per_actor <= slow.actors.envs_per_actor
-    # The choice is written down: resolving the resolved config measures nothing new.
-    assert resolve(slow.to_dict()).actors.workers_per_actor == slow.actors.workers_per_actor
-    assert resolve({"actors": {**slow_env, "workers_per_actor": 0}}).actors.workers_per_actor == 0
+    assert cheap.actors.workers_per_actor == 0  # Gymnasium's own env: in the actor's process
+    fast = {"env": "tests.envs_for_workers:CounterEnv", "count": 1, "envs_per_actor": 4,
+            "env_kwargs": {"length": 1000}}
+    slow = {**fast, "env_kwargs": {"length": 1000, "delay_s": 0.002, "slow_seeds": [0, 1, 2, 3]}}
+    chosen = resolve({"actors": dict(fast)}).actors.workers_per_actor
+    # Any other env: the cores shared between the actors, whatever a step costs.
+    assert chosen == default_workers("tests.envs_for_workers:CounterEnv", 4, 1, usable_cores()) >= 1
+    assert resolve({"actors": dict(slow)}).actors.workers_per_actor == chosen
+    resolved = resolve({"actors": dict(slow)})
+    assert resolve(resolved.to_dict()).actors.workers_per_actor == chosen  # written down, kept
+    assert resolve({"actors": {**slow, "workers_per_actor": 0}}).actors.workers_per_actor == 0
+    # Nothing is made or stepped to choose: an env that cannot be built still resolves (the
+    # launch refuses it later, naming it).
+    assert resolve({"actors": {"env": "tests.envs_for_pipeline:raises"}}).actors.workers_per_actor >= 1
 
 
-def test_default_workers_follow_the_cost_and_the_cores():
-    assert default_workers(10e-6, envs_per_actor=4, actors=4, cores=2) == 0
-    assert default_workers(1e-3, envs_per_actor=4, actors=4, cores=2) == 1
-    assert default_workers(1e-3, envs_per_actor=4, actors=1, cores=16) == 4
-    assert default_workers(1e-3, envs_per_actor=8, actors=2, cores=8) == 4
+def test_default_workers_follow_the_env_and_the_cores():
+    assert default_workers("gym:CartPole-v1", envs_per_actor=4, actors=1, cores=16) == 0
+    assert default_workers("gym:Pendulum-v1", envs_per_actor=4, actors=1, cores=16) == 0
+    assert default_workers("mypkg.envs:make", envs_per_actor=4, actors=4, cores=2) == 1
+    assert default_workers("mypkg.envs:make", envs_per_actor=4, actors=1, cores=16) == 4
+    assert default_workers("mypkg.envs:make", envs_per_actor=8, actors=2, cores=8) == 4
+    assert default_workers("mypkg.envs:make", envs_per_actor=6, actors=1, cores=4) == 3  # divides 6
+    assert default_workers("gym:NoSuchEnv-v0", envs_per_actor=4, actors=1, cores=2) == 2

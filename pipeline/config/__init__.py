@@ -13,7 +13,7 @@ The modules, one idea each: :mod:`~pipeline.config.sections` (the dataclasses),
 :mod:`~pipeline.config.resolution` (user data to the tree: :func:`resolve`),
 :mod:`~pipeline.config.validation` (range checks across sections: :func:`validate`),
 :mod:`~pipeline.config.devices` (picking the device), :mod:`~pipeline.config.env_workers`
-(sizing a Gymnasium env's workers by its step cost), :mod:`~pipeline.config.recipe` (the sim
+(a Gymnasium env's default worker count), :mod:`~pipeline.config.recipe` (the sim
 policy's initial fire prior), :mod:`~pipeline.config.errors`, :mod:`~pipeline.config.files`
 (TOML in and out), :mod:`~pipeline.config.flags` (the launcher's flags) and
 :mod:`~pipeline.config.specs` (agents and rewards from specs). The names the rest of the tree

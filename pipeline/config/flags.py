@@ -69,7 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "TOML inline table ('{g = 9.8}')")
     p.add_argument("--workers-per-actor", type=int,
                    help="worker processes per actor for a Gymnasium env (0: in the actor's "
-                   "process; default: chosen by the env's measured step cost and the core count)")
+                   "process; default: 0 for Gymnasium's own envs, else the cores shared between "
+                   "the actors)")
     p.add_argument("--envs-per-actor", type=int, help="environments per actor (default by device)")
     p.add_argument("--actor-processes", choices=ACTOR_PROCESSES,
                    help="sim actors in worker processes of their own, CPU only (default auto: threads)")

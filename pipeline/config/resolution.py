@@ -10,7 +10,7 @@ from typing import Any
 from core.coerce import coerce
 from learner.ppo_config import PPOConfig
 from pipeline.config.devices import device_is_cuda, pick_device, usable_cores
-from pipeline.config.env_workers import measured_workers
+from pipeline.config.env_workers import default_workers_per_actor
 from pipeline.config.errors import ConfigError
 from pipeline.config.recipe import sim_policy_bias
 from pipeline.config.sections import (
@@ -85,7 +85,7 @@ def resolve(data: dict[str, Any], device: str | None = None) -> PipelineConfig:
                                     ("intake", "slots_per_batch", min(count, 4))):
             t[section].setdefault(key, value)
         if "workers_per_actor" not in t["actors"]:
-            t["actors"]["workers_per_actor"] = measured_workers(env, t["actors"], count)
+            t["actors"]["workers_per_actor"] = default_workers_per_actor(env, t["actors"], count)
         gym_ppo: dict[str, Any] = {"hidden_sizes": [64, 64], "update_epochs": 4,
                                    "num_minibatches": 4, "learning_rate": 2.5e-4}
         for key, value in gym_ppo.items():

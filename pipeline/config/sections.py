@@ -100,8 +100,8 @@ class ActorsConfig:
     """Keyword arguments of a Gymnasium env (``gym.make`` or the factory)."""
     workers_per_actor: int = 0
     """Worker processes per actor for a Gymnasium env (its envs split between them); 0 steps
-    them in the actor's own process. When left out, chosen by the env's measured step cost and
-    the core count (``pipeline.envs.choice.default_workers``)."""
+    them in the actor's own process. When left out, 0 for Gymnasium's own envs and the cores
+    shared between the actors for any other (``pipeline.envs.choice.default_workers``)."""
     envs_per_actor: int = 64
     """Environments per actor; by device and env when left out (the sim: 64 on a CPU, 8192 on
     CUDA; a Gymnasium env: 4)."""

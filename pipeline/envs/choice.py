@@ -8,7 +8,6 @@ handle stops the launch at once with the env and the space named.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +18,7 @@ from monitoring import Metrics
 from pipeline.envs.factory import EnvFactory
 
 __all__ = ["SIM_ENV", "EnvFactory", "EnvSpaces", "check_env_spec", "default_workers", "is_sim",
-           "make_vector_env", "measure_step_seconds", "probe"]
+           "make_vector_env", "probe"]
 
 SIM_ENV = "midrange"
 
@@ -86,48 +85,32 @@ def make_vector_env(factory: EnvFactory, num_envs: int, workers: int,
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
 
 
-WORKER_STEP_COST_S = 100e-6
-"""An env step that costs at least this much is stepped in worker processes by default.
-bench/workers.py (bench/RESULTS.md) puts a worker round trip at about 20 µs of extra CPU per
-CartPole step at 16 envs (10 µs per step in-process): an env that cheap runs fastest in the
-actor's own process, while a 0.5 ms env runs 1.6–1.75× faster in two workers than in one
-process."""
+GYMNASIUM_ENVS_MODULE = "gymnasium.envs."
+"""Registered ids whose entry point lies under this module are Gymnasium's own envs (classic
+control, toy text, Box2D, MuJoCo)."""
 
 
-def measure_step_seconds(factory: EnvFactory, budget_s: float = 0.2, max_steps: int = 2000) -> float:
-    """Seconds one ``step`` of the env takes with random actions (episodes reset as they end),
-    timed over at most ``budget_s`` seconds or ``max_steps`` steps. A failure to make or step
-    the env, or a space the learner cannot handle, is a ``ValueError`` naming it."""
-    env = _make(factory)
+def is_gymnasium_own_env(spec: str) -> bool:
+    """Whether ``spec`` is ``gym:ID`` of an env Gymnasium itself ships (its registered entry
+    point is in ``gymnasium.envs``); False for any other id, an unknown one or a factory."""
+    if not spec.startswith("gym:"):
+        return False
     try:
-        check_spaces(factory.spec, env.observation_space, env.action_space)
-    except Exception:
-        env.close()
-        raise
-    try:
-        env.reset(seed=0)
-        env.action_space.seed(0)
-        steps = 0
-        start = time.perf_counter()
-        elapsed = 0.0
-        while steps < max_steps and elapsed < budget_s:
-            _, _, terminated, truncated, _ = env.step(env.action_space.sample())
-            if terminated or truncated:
-                env.reset()
-            steps += 1
-            elapsed = time.perf_counter() - start
-        return elapsed / max(steps, 1)
-    except Exception as exc:
-        raise ValueError(f"env {factory.spec}: stepping it with random actions failed: "
-                         f"{type(exc).__name__}: {' '.join(str(exc).split())}") from None
-    finally:
-        env.close()
+        entry_point = gym.spec(spec[4:]).entry_point
+    except Exception:  # an unknown id: the probe names it
+        return False
+    module = entry_point if isinstance(entry_point, str) else getattr(entry_point, "__module__", "")
+    return module.startswith(GYMNASIUM_ENVS_MODULE)
 
 
-def default_workers(step_seconds: float, envs_per_actor: int, actors: int, cores: int) -> int:
-    """Worker processes per actor when the user chose none: 0 (the actor's own process) for an
-    env cheaper than :data:`WORKER_STEP_COST_S` a step, else the cores shared between the
-    actors, at least one each and never more than the actor's envs."""
-    if step_seconds < WORKER_STEP_COST_S:
+def default_workers(spec: str, envs_per_actor: int, actors: int, cores: int) -> int:
+    """Worker processes per actor when the user chose none, by a fixed rule (never by timing,
+    so a run's config does not depend on the machine's load): 0 (the actor's own process) for
+    Gymnasium's own envs, cheap and trusted (bench/workers.py, bench/RESULTS.md: CartPole runs
+    fastest in-process); for any other env, whose code may be slow or crash, the cores shared
+    between the actors, at least one each: the largest divisor of ``envs_per_actor`` not above
+    ``cores // actors`` (a worker hosts an equal share of the actor's envs)."""
+    if is_gymnasium_own_env(spec):
         return 0
-    return max(1, min(envs_per_actor, cores // max(actors, 1)))
+    share = max(1, cores // max(actors, 1))
+    return max(d for d in range(1, min(share, envs_per_actor) + 1) if envs_per_actor % d == 0)
