@@ -32,6 +32,7 @@ from pipeline.config.files import to_toml
 from pipeline.config.flags import parse_config
 from pipeline.envs.choice import EnvFactory, is_sim
 from pipeline.evaluation.gym import evaluate_returns
+from pipeline.league.resuming import resume_league
 from pipeline.run.budget import Budget
 from pipeline.run.display import Display, make_display
 from pipeline.run.intake import BatchIntake
@@ -129,6 +130,7 @@ def run(config: PipelineConfig) -> RunResult:
     path = Path(config.run.run_dir) if config.run.run_dir else default_run_dir()
     parts = build(config, metrics, path)
     steps_done = 0
+    league_notes: list[str] = []
     resumed = run_dir_of(config.run.resume) if config.run.resume else None
     fresh = resumed is not None and not any((resumed / "checkpoints").glob("*.pt"))
     if config.run.resume and not fresh:
@@ -138,9 +140,7 @@ def run(config: PipelineConfig) -> RunResult:
         except ValueError as exc:
             raise ConfigError(f"run.resume: {exc}") from None
         if parts.league is not None and resumed is not None:
-            parts.league.directory = resumed / "league"
-            parts.league.load()
-            parts.league.directory = path / "league"
+            league_notes = resume_league(parts.league, resumed, config)
         steps_done = int(extra.get("agent_steps", 0))
         parts.publisher.publish(parts.learner.policy, parts.learner.policy_version)
         for actor in parts.actors:
@@ -168,6 +168,8 @@ def run(config: PipelineConfig) -> RunResult:
             display.message(f"run directory: {message}")
         if fresh:
             display.message(f"run directory: {resumed} has no checkpoint yet: starting it from the beginning")
+        for note in league_notes:
+            display.message(f"league: {note}")
         if exporter is not None:
             taken = "" if exporter.port == exporter.requested_port or not config.run.metrics_port else (
                 f" (port {config.run.metrics_port} was busy)")
