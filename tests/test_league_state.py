@@ -209,6 +209,13 @@ def test_a_league_state_that_is_a_directory_is_one_line(copy):
         load_league(copy)
 
 
+def test_a_league_folder_that_is_a_file_is_one_line(copy):
+    shutil.rmtree(copy / "league")
+    (copy / "league").write_text("")
+    with pytest.raises(ConfigError, match=r"league is not a directory \(the league's snapshots and league\.json\)$"):
+        load_league(copy)
+
+
 def foreign_snapshot(folder: Path, sim: SimConfig, hidden: tuple[int, ...] = (16, 16)) -> Path:
     """A snapshot of another run dropped into ``folder``, newer than every snapshot there."""
     layout = ObsLayout.from_config(sim)

@@ -168,6 +168,8 @@ class LeaguePool:
         Returns what the display should say: a missing ``league.json`` restarts the records
         (the snapshots are kept)."""
         folder = directory if directory is not None else self.directory
+        if folder.exists() and not folder.is_dir():
+            raise ConfigError(f"{folder} is not a directory (the league's snapshots and {STATE_FILE})")
         path = folder / STATE_FILE
         saved = read_state(path, limits)
         versions = []
