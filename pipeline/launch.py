@@ -32,6 +32,7 @@ from pipeline.config.files import to_toml
 from pipeline.config.flags import parse_config
 from pipeline.envs.choice import EnvFactory, is_sim
 from pipeline.evaluation.gym import evaluate_returns
+from pipeline.league.pool import LeagueStateNotWritten
 from pipeline.league.resuming import resume_league
 from pipeline.run.budget import Budget
 from pipeline.run.display import Display, make_display
@@ -330,7 +331,8 @@ def _summarize(config: PipelineConfig, the_run: Run, progress: RunProgress, disp
     except (CheckpointError, OSError) as exc:
         ckpt = progress.checkpoint_path
         good = f"the last good one is {ckpt}" if ckpt else "no checkpoint was written"
-        display.message(f"final checkpoint not written: {_one_line(exc)} ({good})")
+        display.message(f"final checkpoint {ckpt} written, but its {exc}" if isinstance(exc, LeagueStateNotWritten)
+                        else f"final checkpoint not written: {_one_line(exc)} ({good})")
         log.error("final checkpoint not written: %s", exc)
         exit_code = exit_code or 1
     stopped = bool(the_run.stop_reason) or bool(error)

@@ -20,12 +20,13 @@ import pytest
 import torch
 
 from learner import ActionSpec, PPOConfig, PPOLearner
-from learner.checkpoint import CheckpointError, load_policy, save_checkpoint
+from learner.checkpoint import load_policy, save_checkpoint
 from monitoring import Metrics
 from pipeline.config import ConfigError, PipelineConfig, resolve
 from pipeline.config.flags import parse_config
 from pipeline.launch import main, run
 from pipeline.league.matchmaking import League
+from pipeline.league.pool import LeagueStateNotWritten
 from pipeline.league.resuming import resume_league
 from pipeline.league.state import RNG_WORDS
 from sim import ObsLayout, SimConfig
@@ -318,7 +319,7 @@ def test_a_checkpoint_whose_league_state_cannot_be_written_is_still_named(tmp_pa
         try:
             assert parts.league is not None
             state_path(run_dir).mkdir(parents=True)
-            with pytest.raises(CheckpointError, match=r"league state .*league\.json not written: is a directory"):
+            with pytest.raises(LeagueStateNotWritten, match=r"league state .*league\.json not written: is a directory"):
                 progress.save_checkpoint()
             assert progress.checkpoint_path is not None and progress.checkpoint_path.is_file()
         finally:
@@ -336,6 +337,26 @@ class _Silent:
 def _log():
     import logging
     return logging.getLogger("test_league_state")
+
+
+@pytest.mark.slow
+def test_a_run_whose_league_state_cannot_be_written_names_its_checkpoint(real_run, tmp_path):
+    """A run started in a directory where ``league.json`` is a directory (a ``--resume`` of a
+    run with no checkpoint yet, so no league is read): exit 1, and the summary names the
+    checkpoint it wrote."""
+    run_dir = tmp_path / "run"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    state_path(run_dir).mkdir(parents=True)
+    config = (real_run / "config.toml").read_text().replace(str(real_run), str(run_dir))
+    (run_dir / "config.toml").write_text(config)
+    done = launch("--resume", str(run_dir), "--total-steps", str(4 * T * B), "--display", "plain",
+                  "--metrics-port", "-1")
+    assert done.returncode == 1, done.stdout + done.stderr
+    written = sorted((run_dir / "checkpoints").glob("ckpt_*.pt"))[-1]
+    assert (f"final checkpoint {written} written, but its league state {state_path(run_dir)} not "
+            "written: is a directory") in done.stdout.splitlines(), done.stdout
+    assert f"checkpoint: {written}" in done.stdout.splitlines()
+    assert "no checkpoint was written" not in done.stdout
 
 
 @pytest.mark.slow

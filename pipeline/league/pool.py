@@ -43,6 +43,10 @@ class SnapshotNotWritten(Exception):
     """A snapshot that could not be written (a full disk): the run goes on without it."""
 
 
+class LeagueStateNotWritten(CheckpointError):
+    """``league.json`` could not be written (the run's checkpoint before it was)."""
+
+
 def _write_failure(exc: CheckpointError | OSError) -> str:
     """What went wrong writing a snapshot, with the file, as one line."""
     if isinstance(exc, CheckpointError):
@@ -146,13 +150,13 @@ class LeaguePool:
 
     def save(self) -> Path:
         """Write ``league.json`` atomically; a failed write is a one-line
-        :class:`CheckpointError` naming it."""
+        :class:`LeagueStateNotWritten` naming it."""
         path = self.directory / STATE_FILE
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             write_json_atomic(path, self.state())
         except OSError as exc:
-            raise CheckpointError(f"league state {path} not written: "
+            raise LeagueStateNotWritten(f"league state {path} not written: "
                                   f"{(exc.strerror or str(exc)).lower()}") from exc
         return path
 
