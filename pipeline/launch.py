@@ -32,6 +32,8 @@ from pipeline.config.files import to_toml
 from pipeline.config.flags import parse_config
 from pipeline.envs.choice import EnvFactory, is_sim
 from pipeline.evaluation.gym import EvaluationError, evaluate_returns
+from pipeline.league.pool import LeagueStateNotWritten
+from pipeline.league.resuming import resume_league
 from pipeline.run.budget import Budget
 from pipeline.run.display import Display, make_display
 from pipeline.run.intake import BatchIntake
@@ -129,6 +131,7 @@ def run(config: PipelineConfig) -> RunResult:
     path = Path(config.run.run_dir) if config.run.run_dir else default_run_dir()
     parts = build(config, metrics, path)
     steps_done = 0
+    league_notes: list[str] = []
     resumed = run_dir_of(config.run.resume) if config.run.resume else None
     fresh = resumed is not None and not any((resumed / "checkpoints").glob("*.pt"))
     if config.run.resume and not fresh:
@@ -138,9 +141,7 @@ def run(config: PipelineConfig) -> RunResult:
         except ValueError as exc:
             raise ConfigError(f"run.resume: {exc}") from None
         if parts.league is not None and resumed is not None:
-            parts.league.directory = resumed / "league"
-            parts.league.load()
-            parts.league.directory = path / "league"
+            league_notes = resume_league(parts.league, resumed, config)
         steps_done = int(extra.get("agent_steps", 0))
         parts.publisher.publish(parts.learner.policy, parts.learner.policy_version)
         for actor in parts.actors:
@@ -168,6 +169,8 @@ def run(config: PipelineConfig) -> RunResult:
             display.message(f"run directory: {message}")
         if fresh:
             display.message(f"run directory: {resumed} has no checkpoint yet: starting it from the beginning")
+        for note in league_notes:
+            display.message(f"league: {note}")
         if exporter is not None:
             taken = "" if exporter.port == exporter.requested_port or not config.run.metrics_port else (
                 f" (port {config.run.metrics_port} was busy)")
@@ -329,7 +332,8 @@ def _summarize(config: PipelineConfig, the_run: Run, progress: RunProgress, disp
     except (CheckpointError, OSError) as exc:
         ckpt = progress.checkpoint_path
         good = f"the last good one is {ckpt}" if ckpt else "no checkpoint was written"
-        display.message(f"final checkpoint not written: {_one_line(exc)} ({good})")
+        display.message(f"final checkpoint {ckpt} written, but its {exc}" if isinstance(exc, LeagueStateNotWritten)
+                        else f"final checkpoint not written: {_one_line(exc)} ({good})")
         log.error("final checkpoint not written: %s", exc)
         exit_code = exit_code or 1
     stopped = bool(the_run.stop_reason) or bool(error)

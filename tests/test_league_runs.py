@@ -7,14 +7,16 @@ import json
 import random
 
 import pytest
+import torch
 from prometheus_client.parser import text_string_to_metric_families
 
 from agents.grouped import GroupedOpponent
 from monitoring import Metrics
 from monitoring.exporter import exposition
-from pipeline.config import resolve
+from pipeline.config import LeagueConfig, resolve
 from pipeline.config.flags import parse_config
 from pipeline.launch import main, run
+from pipeline.league.matchmaking import League
 from pipeline.league.records import LEARNER
 
 T, B = 8, 8
@@ -138,7 +140,10 @@ def test_a_round_robin_takes_a_league_folder_as_its_pool(tmp_path):
     payload = evaluate(["--round-robin", f"{folder},random", "--episodes", "2", "--batch", "8",
                         "--seed", "1"])
     assert set(payload["ratings"]) == {*snapshots, "straight", "random"}
-    (tmp_path / "empty").mkdir()
-    (tmp_path / "empty" / "league.json").write_text('{"anchors": []}')
+    League(LeagueConfig(), tmp_path / "empty", 0, lambda: torch.nn.Linear(1, 1)).save()
     with pytest.raises(ValueError, match="holds no snapshot yet"):
+        expand_pools([str(tmp_path / "empty")])
+    # A damaged league.json is refused as on --resume (pipeline.league.state).
+    (tmp_path / "empty" / "league.json").write_text('{"anchors": []}')
+    with pytest.raises(ValueError, match=r"empty/league\.json: missing field\(s\): version, snapshots"):
         expand_pools([str(tmp_path / "empty")])

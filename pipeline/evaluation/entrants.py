@@ -4,12 +4,11 @@ once before play, and the simulator (or Gymnasium env) the checkpoints among the
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 from learner.checkpoint import list_checkpoints, read_checkpoint, resolve_checkpoint_path
 from pipeline.config.specs import build_agent
-from pipeline.league.pool import STATE_FILE
+from pipeline.league.state import STATE_FILE, read_state
 from sim import ObsLayout, SimConfig
 
 
@@ -23,10 +22,8 @@ def expand_pools(names: list[str]) -> list[str]:
         if not (folder.is_dir() and state.is_file()):
             out.append(name)
             continue
-        try:
-            anchors = [str(a) for a in json.loads(state.read_text())["anchors"]]
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ValueError(f"league state {state} cannot be read: {exc}") from None
+        saved = read_state(state)  # a damaged file: a ConfigError (a ValueError) naming it
+        anchors = saved.anchors if saved is not None else []
         snapshots = [str(p) for p in list_checkpoints(folder)]
         if not snapshots:
             raise ValueError(f"league folder {folder} holds no snapshot yet")

@@ -19,6 +19,7 @@ from actors.step import ContractViolation
 from monitoring import Metrics, ProfileSession
 from monitoring.overlap import intersect, length, union
 from pipeline.config import PipelineConfig
+from pipeline.league.pool import SnapshotNotWritten
 from pipeline.league.records import LEARNER
 from pipeline.run.display import Display, Progress
 from pipeline.run.hooks import ChunkOutcome, UpdateReport
@@ -134,7 +135,11 @@ class RunProgress:
                 self.profile.step()
         league = self.parts.league
         if league is not None:
-            snapshot = league.maybe_snapshot(self.parts.learner)
+            try:
+                snapshot = league.maybe_snapshot(self.parts.learner)
+            except SnapshotNotWritten as exc:
+                self.display.message(f"league: {exc}")
+                snapshot = None
             if snapshot is not None:
                 self.log.info("league: snapshot %s joins the pool", snapshot)
         if time.perf_counter() - self._last_checkpoint_t >= self.config.run.checkpoint_interval_s:
@@ -178,10 +183,10 @@ class RunProgress:
                  "config": self.config.to_dict()}
         path = save_checkpoint(self.run_dir / "checkpoints", learner, extra,
                                keep_last=self.config.run.keep_checkpoints)
+        self.checkpoint_path = path  # written, whatever becomes of the league's state below
+        self._last_checkpoint_t = time.perf_counter()
         if self.parts.league is not None:
             self.parts.league.save()
-        self.checkpoint_path = path
-        self._last_checkpoint_t = time.perf_counter()
         self.log.info("checkpoint %s (policy version %d, %d agent-steps)", path,
                       learner.policy_version, self.agent_steps)
         return path
