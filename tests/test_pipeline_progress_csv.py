@@ -43,6 +43,12 @@ def test_progress_csv_tensorboard_and_replays(tmp_path):
     steps = [int(r["agent_steps"]) for r in rows]
     assert steps == sorted(steps)
     assert list((first.run_dir / "tensorboard").glob("events.out.tfevents.*"))
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(first.run_dir / "tensorboard"))
+    events.Reload()
+    assert {"train/wall_s", "train/entropy"} <= set(events.Tags()["scalars"])
+    assert [e.step for e in events.Scalars("train/wall_s")] == steps
     replays = sorted((first.run_dir / "replays").glob("*.replay"))
     assert [p.name for p in replays] == [f"policy-vs-{o}-000.replay" for o in ("crank", "pursuit", "random", "shooter", "straight")]
     assert load_replay(replays[0]).header["agents"]["red"].endswith(".pt")

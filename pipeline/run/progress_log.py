@@ -4,8 +4,10 @@
 Every progress report of a run (``run.log_interval_s``) appends one row per opponent played in
 it to ``RUN/progress.csv`` (columns: :data:`COLUMNS`). A resumed run appends to the same file,
 its ``wall_s`` continuing from the last row and ``session`` counting up, so one file holds the
-whole curve. Each row is one ``write`` of a whole line on a file opened for appending, so a
-killed run leaves at most its last line torn, which :func:`read_progress` skips.
+whole curve. Each report is one ``write`` of whole lines on a file opened for appending, so a
+killed run leaves at most its last line torn, which :func:`read_progress` skips, and a write that
+fails (a full disk) is cut back off and raises ``OSError`` naming the file
+(:func:`pipeline.run.outputs.append_whole`).
 
 ``python -m pipeline.plot RUN [RUN...] --png OUT`` draws the curves.
 """
@@ -15,11 +17,13 @@ from __future__ import annotations
 import csv
 import io
 import math
-import os
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from pipeline.run.outputs import append_whole
+from pipeline.run.tensorboard_events import EventFile
 
 PROGRESS_FILE = "progress.csv"
 TENSORBOARD_DIR = "tensorboard"
@@ -63,13 +67,11 @@ class ProgressLog:
         self.wall_offset_s = max((_float(r.get("wall_s")) or 0.0 for r in previous), default=0.0)
         self.session = max((int(_float(r.get("session")) or 0) for r in previous), default=0) + 1
         self._needs_header = not self.path.is_file() or self.path.stat().st_size == 0
-        self._tb: Any = None
+        self._tb: EventFile | None = None
         if tensorboard:
             if not tensorboard_available():
                 raise ImportError("--tensorboard needs the tensorboard package: pip install 'midrange-rl[tensorboard]'")
-            from torch.utils.tensorboard import SummaryWriter
-
-            self._tb = SummaryWriter(log_dir=str(Path(run_dir) / TENSORBOARD_DIR))
+            self._tb = EventFile(Path(run_dir) / TENSORBOARD_DIR)
 
     def append(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """Append ``rows`` (column -> value; missing columns are left empty). ``wall_s`` is the
@@ -90,32 +92,28 @@ class ProgressLog:
                 r["wall_s"] = _cell(float(row["wall_s"]) + self.wall_offset_s)
             full.append(r)
             writer.writerow(r)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, text.getvalue().encode())
-        finally:
-            os.close(fd)
+        append_whole(self.path, text.getvalue().encode())
         self._needs_header = False
         if self._tb is not None:
-            self._scalars(full)
-
-    def _scalars(self, rows: Sequence[Mapping[str, Any]]) -> None:
-        for row in rows:
-            step = int(_float(row.get("agent_steps")) or 0)
-            opponent = str(row.get("opponent") or "all")
-            for key, value in row.items():
-                v = _float(value)
-                if v is None or key in ("agent_steps", "opponent", "session", "time_utc"):
-                    continue
-                per_opponent = key in ("episodes", "win_rate", "draw_rate", "loss_rate", "return_mean")
-                tag = f"{key}/{opponent}" if per_opponent else f"train/{key}"
-                self._tb.add_scalar(tag, v, global_step=step)
-        self._tb.flush()
+            _scalars(self._tb, full)
 
     def close(self) -> None:
-        if self._tb is not None:
-            self._tb.close()
-            self._tb = None
+        """Write nothing more (every append is on disk when it returns)."""
+        self._tb = None
+
+
+def _scalars(events: EventFile, rows: Sequence[Mapping[str, Any]]) -> None:
+    """``rows`` as TensorBoard scalars: the outcome columns per opponent, the rest as ``train/``."""
+    for row in rows:
+        values: dict[str, float] = {}
+        opponent = str(row.get("opponent") or "all")
+        for key, value in row.items():
+            v = _float(value)
+            if v is None or key in ("agent_steps", "opponent", "session", "time_utc"):
+                continue
+            per_opponent = key in ("episodes", "win_rate", "draw_rate", "loss_rate", "return_mean")
+            values[f"{key}/{opponent}" if per_opponent else f"train/{key}"] = v
+        events.scalars(int(_float(row.get("agent_steps")) or 0), values)
 
 
 def progress_rows(snapshot: Any, learner_stats: Mapping[str, float], opponents: Mapping[str, tuple[float, float, float, int]] | None = None,
