@@ -26,7 +26,7 @@ from learner.checkpoint import CheckpointError, load_checkpoint, resolve_checkpo
 from learner.checkpoint.rng import seed_global_generators
 from learner.checkpoint.saving import CheckpointWriteError
 from monitoring import Metrics
-from monitoring.exporter import Exporter, MetricsPortInUseError, start_exporter
+from monitoring.exporter import Exporter, MetricsAddressError, MetricsPortInUseError, start_exporter
 from monitoring.profiling import ProfileSession
 from pipeline.config import ConfigError, PipelineConfig, resolve
 from pipeline.config.files import to_toml
@@ -139,8 +139,10 @@ def run(config: PipelineConfig) -> RunResult:
         try:
             exporter = start_exporter(metrics, addr=config.run.metrics_addr,
                                       port=config.run.metrics_port, port_fallback=True)
+        except MetricsAddressError as exc:
+            raise ConfigError(f"run.metrics_addr (--metrics-addr) {exc.strerror}") from None
         except (MetricsPortInUseError, OSError) as exc:
-            raise ConfigError(f"run.metrics_port: {exc}") from None
+            raise ConfigError(f"run.metrics_port: {exc.strerror or exc}") from None
     try:
         owned = claim_run_dir(path, config_text(config),
                               resuming_here=resumed is not None and resumed.resolve() == path.resolve())
@@ -163,6 +165,9 @@ def run(config: PipelineConfig) -> RunResult:
             taken = "" if exporter.port == exporter.requested_port or not config.run.metrics_port else (
                 f" (port {config.run.metrics_port} was busy)")
             display.message(f"metrics: {exporter.url}{taken}")
+            if exporter.open_to_network:
+                display.message(f"warning: metrics are exposed to the network: --metrics-addr "
+                                f"{exporter.addr} listens beyond this machine (127.0.0.1 keeps them on it)")
         started = True
         return _train(config, parts, metrics, display, log, path, steps_done, exporter)
     finally:
