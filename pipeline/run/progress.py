@@ -91,8 +91,12 @@ class RunProgress:
         self._last_lag_index = 0
         self._last_checkpoint_t = self.start_time
         self._lock = threading.Lock()  # hooks come from the loop thread and the learner's
-        self.progress_log = ProgressLog(run_dir, self.config.run.tensorboard)
+        self.progress_log = ProgressLog(run_dir, self.config.run.tensorboard, agent_steps_before)
         """``RUN/progress.csv`` (and TensorBoard): one row per opponent at every report."""
+        if self.progress_log.dropped_rows:
+            display.message(
+                f"progress.csv: dropped {self.progress_log.dropped_rows} row(s) past the checkpoint's "
+                f"{agent_steps_before:,} agent-steps (training a killed run lost)")
         self.output_failure: OSError | None = None
         """The first failed write of ``progress.csv``, TensorBoard or the run log (a full disk):
         the run stops on it, and no report writes anything after it."""

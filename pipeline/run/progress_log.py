@@ -4,7 +4,8 @@
 Every progress report of a run (``run.log_interval_s``) appends one row per opponent played in
 it to ``RUN/progress.csv`` (columns: :data:`COLUMNS`). A resumed run appends to the same file,
 its ``wall_s`` continuing from the last row and ``session`` counting up, so one file holds the
-whole curve. Each report is one ``write`` of whole lines on a file opened for appending, so a
+whole curve; the rows past the resumed checkpoint's agent-steps (training a killed run lost)
+are dropped first. Each report is one ``write`` of whole lines on a file opened for appending, so a
 killed run leaves at most its last line torn, which :func:`read_progress` skips, and a write that
 fails (a full disk) is cut back off and raises ``OSError`` naming the file
 (:func:`pipeline.run.outputs.append_whole`).
@@ -22,6 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from core.files import write_text_atomic
 from pipeline.run.outputs import append_whole
 from pipeline.run.tensorboard_events import EventFile
 
@@ -58,10 +60,19 @@ class ProgressLog:
     Args:
         run_dir: the run directory (claimed by the run).
         tensorboard: also write ``run_dir/tensorboard`` event files (needs the package).
+        agent_steps_before: the agent-steps the run starts from (a resumed checkpoint's count):
+            rows past it, of training a killed run lost, are dropped from the file first (in
+            one atomic rewrite), with a torn last line, so the curve goes on from the
+            checkpoint rather than drawing the lost part twice.
     """
 
-    def __init__(self, run_dir: str | Path, tensorboard: bool = False) -> None:
+    def __init__(self, run_dir: str | Path, tensorboard: bool = False,
+                 agent_steps_before: int | None = None) -> None:
         self.path = Path(run_dir) / PROGRESS_FILE
+        self.dropped_rows = 0
+        """Rows of training the run's checkpoint does not hold, dropped (see ``agent_steps_before``)."""
+        if agent_steps_before is not None and self.path.is_file():
+            self.dropped_rows = _drop_rows_after(self.path, agent_steps_before)
         previous = read_progress(self.path) if self.path.is_file() else []
         self.columns = _header(self.path) or COLUMNS
         self.wall_offset_s = max((_float(r.get("wall_s")) or 0.0 for r in previous), default=0.0)
@@ -150,6 +161,31 @@ def read_progress(path: str | Path) -> list[dict[str, str]]:
     reader = csv.DictReader(lines)
     width = len(reader.fieldnames or [])
     return [row for row in reader if len(row) == width and None not in row.values()]
+
+
+def _drop_rows_after(path: Path, agent_steps: int) -> int:
+    """Rewrite ``path`` (atomically) without its rows past ``agent_steps`` and a torn last
+    line; the number of rows dropped (the file is left alone when there are none)."""
+    text = path.read_text(encoding="utf-8")
+    lines = text.split("\n")
+    torn = lines[-1] != ""
+    lines = lines[:-1]
+    if not lines:
+        return 0
+    header = next(csv.reader([lines[0]]))
+    if "agent_steps" not in header:
+        return 0
+    column = header.index("agent_steps")
+    kept = [lines[0]]
+    for line in lines[1:]:
+        cells = next(csv.reader([line]), [])
+        steps = _float(cells[column]) if len(cells) == len(header) else None
+        if steps is None or steps <= agent_steps:
+            kept.append(line)
+    if len(kept) == len(lines) and not torn:
+        return 0
+    write_text_atomic(path, "\n".join(kept) + "\n")
+    return len(lines) - len(kept)
 
 
 def _header(path: Path) -> tuple[str, ...] | None:
