@@ -160,3 +160,20 @@ def test_a_final_checkpoint_on_a_full_disk_is_one_message_and_the_summary_follow
     assert "checkpoint: none written" in lines
     assert any(line.startswith("samples: produced ") for line in lines)
     assert files == []  # no temporary file left on the full disk
+
+
+@pytest.mark.slow
+@needs_tmpfs
+def test_a_profile_trace_on_a_full_disk_stops_the_run_with_one_line_and_no_partial_file(tmp_path):
+    run_dir = tmp_path / "run"
+    result, files = on_full_tmpfs(run_dir, "200k", [
+        sys.executable, "-m", "pipeline.launch", *RUN, "--total-steps", str(32 * T * B), "--profile", "3",
+        "--run-dir", str(run_dir)])
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert [line for line in lines if line.startswith("error:")] == [
+        f"error: no space left on device: {run_dir}/trace.json"]
+    assert any(line.startswith("samples: produced ") for line in lines)
+    assert any(line.startswith("final checkpoint not written: ") or line.startswith("checkpoint: ")
+               for line in lines)
+    assert not [f for f in files if f.endswith(".tmp") or Path(f).name.startswith((".trace", "trace"))], files
