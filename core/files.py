@@ -3,7 +3,9 @@
 Every writer of the project goes through here: a temporary file beside the target
 (``.NAME.<pid>.tmp``, the pid telling a later sweep whether its writer still runs), written,
 flushed and fsynced, then renamed over the target in one step. A failure removes the temporary
-file (which frees the space a full disk ran out of) and raises ``OSError`` naming the target.
+file (which frees the space a full disk ran out of) and raises ``OSError`` naming the target,
+also when it happens in a write to the open file (a streaming writer on a full disk): the first
+failed write removes the temporary file at once, whoever called it.
 
 - :func:`atomic_write`: a context manager yielding the open temporary file, for writers that
   stream (``torch.save``, msgpack packers, image encoders);
@@ -20,6 +22,7 @@ Text is written as UTF-8 with ``\n`` line ends on every platform.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import re
@@ -54,6 +57,31 @@ def _discard(tmp: Path) -> None:
         tmp.unlink()
 
 
+class _TemporaryFile(io.FileIO):
+    """The temporary file's raw writes: the first that fails removes the temporary file (its
+    name now; its space once it is closed) and every failure is an ``OSError`` naming the
+    target, so a writer's "cannot write PATH" names the file it meant to write."""
+
+    def __init__(self, tmp: Path, target: Path) -> None:
+        super().__init__(tmp, "w")
+        self.tmp, self.target = tmp, target
+
+    def write(self, data: Any) -> int:
+        try:
+            return super().write(data)
+        except OSError as exc:
+            _discard(self.tmp)
+            raise _naming(exc, self.target) from exc
+
+
+def _open_temporary(tmp: Path, target: Path, mode: Literal["wb", "w"]) -> IO[Any]:
+    raw = _TemporaryFile(tmp, target)
+    buffered = io.BufferedWriter(raw)
+    if mode == "wb":
+        return buffered
+    return io.TextIOWrapper(buffered, encoding="utf-8", newline="\n")
+
+
 class AtomicFile:
     """A file written under a temporary name and moved into place by :meth:`commit`.
 
@@ -68,8 +96,7 @@ class AtomicFile:
         self.tmp = temporary_path(self.path)
         try:
             # Closed by commit() or abort().
-            self.file: IO[Any] | None = (open(self.tmp, "wb") if mode == "wb"
-                                         else open(self.tmp, "w", encoding="utf-8", newline="\n"))
+            self.file: IO[Any] | None = _open_temporary(self.tmp, self.path, mode)
         except OSError as exc:
             raise _naming(exc, self.path) from exc
 

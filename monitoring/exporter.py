@@ -1,7 +1,10 @@
 """The Prometheus HTTP exporter (``prometheus_client``), serving one :class:`Metrics` facade.
 
 Address and port: ``127.0.0.1:9400`` by default (``--metrics-addr``, ``--metrics-port``); port 0
-takes any free port. A busy port raises :class:`MetricsPortInUseError` naming the port and the
+takes any free port. An address that listens beyond this machine (``0.0.0.0``, ``::``, a
+network interface's) is logged as a warning: anyone who reaches the port reads the metrics.
+The server (:mod:`monitoring.http_server`) answers from a bounded number of threads and closes
+idle connections. A busy port raises :class:`MetricsPortInUseError` naming the port and the
 way out. With ``port_fallback=True`` the exporter instead tries the next ports and logs the one
 it took (the returned :class:`Exporter` says it too).
 
@@ -14,19 +17,20 @@ process's counters are its own, and Prometheus sums across targets.
 from __future__ import annotations
 
 import errno
+import ipaddress
 import logging
 import os
-import threading
+import socket
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.exposition import start_http_server
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
 from monitoring.collector import MetricsCollector
 from monitoring.facade import Metrics
+from monitoring.http_server import MetricsServer
 
 DEFAULT_ADDR = "127.0.0.1"
 """Loopback by default: metrics of a training box are not published to the network unasked."""
@@ -40,6 +44,23 @@ log = logging.getLogger(__name__)
 
 class MetricsPortInUseError(OSError):
     """The metrics port is taken; the message names it and what to do."""
+
+
+class MetricsAddressError(OSError):
+    """The metrics address is not one this machine can listen on; the message names it and
+    what is allowed."""
+
+
+_ADDRESS_ERRNOS = (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT)
+
+
+def open_to_network(addr: str) -> bool:
+    """Whether a server listening on the numeric address ``addr`` can be reached from other
+    machines (every address but the loopback ones)."""
+    try:
+        return not ipaddress.ip_address(addr.split("%")[0]).is_loopback
+    except ValueError:
+        return True
 
 
 @dataclass
@@ -56,8 +77,7 @@ class Exporter:
     """``torch.distributed`` rank exported in ``midrange_build_info``."""
     registry: CollectorRegistry
     """The registry served (the facade's collector plus process and platform collectors)."""
-    _server: object
-    _thread: threading.Thread
+    _server: MetricsServer
 
     @property
     def url(self) -> str:
@@ -67,9 +87,12 @@ class Exporter:
 
     def close(self) -> None:
         """Stop serving and release the port."""
-        self._server.shutdown()  # type: ignore[attr-defined]
-        self._server.server_close()  # type: ignore[attr-defined]
-        self._thread.join(timeout=5)
+        self._server.close()
+
+    @property
+    def open_to_network(self) -> bool:
+        """Whether other machines can scrape it (it listens beyond the loopback interface)."""
+        return open_to_network(str(self._server.server_address[0]))
 
     def __enter__(self) -> Exporter:
         return self
@@ -129,6 +152,7 @@ def start_exporter(
     Raises:
         MetricsPortInUseError: the port is busy and ``port_fallback`` is off (or no port in
             the fallback range was free).
+        MetricsAddressError: ``addr`` is no address of this machine (or no host name at all).
         ValueError: a port outside 0..65535.
     """
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
@@ -146,8 +170,13 @@ def start_exporter(
     last_error: OSError | None = None
     for candidate in candidates:
         try:
-            server, thread = start_http_server(candidate, addr=addr, registry=registry)
+            server = MetricsServer(addr, candidate, registry)
         except OSError as exc:
+            if isinstance(exc, socket.gaierror) or exc.errno in _ADDRESS_ERRNOS:
+                raise MetricsAddressError(
+                    exc.errno, f"cannot listen on {addr}: {(exc.strerror or str(exc)).lower()} (give an "
+                    f"address of this machine: {DEFAULT_ADDR} for it alone, 0.0.0.0 or :: for every "
+                    "interface)") from None
             if exc.errno not in (errno.EADDRINUSE, errno.EACCES):
                 raise OSError(exc.errno, f"cannot serve metrics on {addr}:{candidate}: {exc.strerror}") from exc
             last_error = exc
@@ -156,7 +185,9 @@ def start_exporter(
         if candidate != wanted:
             log.warning("metrics port %d on %s is busy; exporting on %s:%d instead", wanted, addr, addr, taken)
         log.info("exporting metrics on http://%s:%d/metrics (rank %d)", addr, taken, rank)
-        return Exporter(addr, taken, wanted, rank, registry, server, thread)
+        if open_to_network(str(server.server_address[0])):
+            log.info("metrics on %s:%d are open to the network", addr, taken)
+        return Exporter(addr, taken, wanted, rank, registry, server)
     tried = f"ports {candidates[0]}..{candidates[-1]}" if len(candidates) > 1 else f"port {wanted}"
     raise MetricsPortInUseError(
         errno.EADDRINUSE,

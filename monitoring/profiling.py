@@ -13,10 +13,13 @@ and sets ``midrange_overlap_ratio``.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import functools
 import json
 import logging
 import os
+import shutil
 from pathlib import Path
 from types import TracebackType
 
@@ -101,6 +104,23 @@ def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` atomically (``core.files``), creating its folder if missing."""
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, text)
+
+
+def _export_trace(prof: profile, path: Path) -> None:
+    """``prof``'s Chrome trace into ``path``. The profiler writes ``path.tmp`` and renames it,
+    and a write that fails there is only logged; here its partial file is removed and a trace
+    that did not appear is an ``OSError`` (``no space left on device`` when the disk is all but
+    full)."""
+    partial = path.with_name(path.name + ".tmp")
+    try:
+        prof.export_chrome_trace(str(path))
+    finally:
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
+    if not path.is_file():
+        full = shutil.disk_usage(path.parent).free < (1 << 20)
+        code = errno.ENOSPC if full else errno.EIO
+        raise OSError(code, os.strerror(code), str(path))
 
 
 class ProfileSession:
@@ -204,7 +224,7 @@ class ProfileSession:
         prof.__exit__(None, None, None)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         with atomic_path(self.trace_path) as tmp:  # the profiler writes the trace by name
-            prof.export_chrome_trace(str(tmp))
+            _export_trace(prof, tmp)
         report = analyze_trace(json.loads(self.trace_path.read_text()))
         self.report = report.to_dict()
         atomic_write_text(self.report_path, json.dumps(self.report, indent=2) + "\n")

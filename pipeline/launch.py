@@ -24,8 +24,9 @@ from actors.step import ContractViolation
 from learner import NonFiniteError
 from learner.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint_path
 from learner.checkpoint.rng import seed_global_generators
+from learner.checkpoint.saving import CheckpointWriteError
 from monitoring import Metrics
-from monitoring.exporter import Exporter, MetricsPortInUseError, start_exporter
+from monitoring.exporter import Exporter, MetricsAddressError, MetricsPortInUseError, start_exporter
 from monitoring.profiling import ProfileSession
 from pipeline.config import ConfigError, PipelineConfig, resolve
 from pipeline.config.files import to_toml
@@ -38,6 +39,7 @@ from pipeline.run.budget import Budget
 from pipeline.run.display import Display, make_display
 from pipeline.run.intake import BatchIntake
 from pipeline.run.loops import Run, drive
+from pipeline.run.outputs import log_failure, make_logger
 from pipeline.run.parts import RunParts, build, check_resources
 from pipeline.run.progress import RETURN_WINDOW_EPISODES, RunFailed, RunProgress
 from pipeline.run.rundir import claim_run_dir, default_run_dir, run_dir_of
@@ -71,20 +73,6 @@ class RunResult:
     """Seconds in which at least one actor was writing a chunk."""
     learner_busy_s: float = 0.0
     """Seconds the learner spent in its updates."""
-
-
-def make_logger(run_dir: Path) -> logging.Logger:
-    """A logger writing to ``run_dir/run.log`` (one per run directory)."""
-    log = logging.getLogger(f"pipeline.run.{run_dir.resolve()}")
-    log.setLevel(logging.INFO)
-    log.propagate = False
-    for h in list(log.handlers):
-        log.removeHandler(h)
-        h.close()
-    handler = logging.FileHandler(run_dir / "run.log")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-    log.addHandler(handler)
-    return log
 
 
 def evaluate(checkpoint: Path, config: PipelineConfig, run_dir: Path | None = None) -> str:
@@ -152,8 +140,10 @@ def run(config: PipelineConfig) -> RunResult:
         try:
             exporter = start_exporter(metrics, addr=config.run.metrics_addr,
                                       port=config.run.metrics_port, port_fallback=True)
+        except MetricsAddressError as exc:
+            raise ConfigError(f"run.metrics_addr (--metrics-addr) {exc.strerror}") from None
         except (MetricsPortInUseError, OSError) as exc:
-            raise ConfigError(f"run.metrics_port: {exc}") from None
+            raise ConfigError(f"run.metrics_port: {exc.strerror or exc}") from None
     try:
         owned = claim_run_dir(path, config_text(config),
                               resuming_here=resumed is not None and resumed.resolve() == path.resolve())
@@ -163,7 +153,10 @@ def run(config: PipelineConfig) -> RunResult:
         raise
     started = False
     try:
-        log = make_logger(path)
+        try:
+            log = make_logger(path)
+        except OSError as exc:
+            raise ConfigError(f"cannot write {exc.filename}: {(exc.strerror or str(exc)).lower()}") from None
         display = make_display(config.run.display, log)
         for message in owned.messages:
             display.message(f"run directory: {message}")
@@ -175,6 +168,9 @@ def run(config: PipelineConfig) -> RunResult:
             taken = "" if exporter.port == exporter.requested_port or not config.run.metrics_port else (
                 f" (port {config.run.metrics_port} was busy)")
             display.message(f"metrics: {exporter.url}{taken}")
+            if exporter.open_to_network:
+                display.message(f"warning: metrics are exposed to the network: --metrics-addr "
+                                f"{exporter.addr} listens beyond this machine (127.0.0.1 keeps them on it)")
         started = True
         return _train(config, parts, metrics, display, log, path, steps_done, exporter)
     finally:
@@ -218,9 +214,16 @@ def _train(config: PipelineConfig, parts: RunParts, metrics: Metrics, display: D
     start = time.perf_counter()
     exit_code = 0
     error = ""
+
+    def report() -> None:
+        try:
+            progress.report()
+        except OSError as exc:  # a full disk: stop, then the final checkpoint and summary
+            the_run.request_stop(f"error: {_one_line(exc)}")
+
     try:
         try:
-            _run_loop(the_run, progress.report, config.run.log_interval_s)
+            _run_loop(the_run, report, config.run.log_interval_s)
         except (RunFailed, ContractViolation, NonFiniteError, CheckpointError, OSError) as exc:
             error = _one_line(exc)
             display.message(f"error: {error}")
@@ -230,16 +233,24 @@ def _train(config: PipelineConfig, parts: RunParts, metrics: Metrics, display: D
             # The run's wall time ends with its work, before the teardown below (the metrics
             # server's shutdown alone waits up to half a second for its poll loop).
             end = time.perf_counter()
-            if the_run.stop_reason and not error:
+            if the_run.stop_reason and not error and progress.output_failure is None:
                 display.message(f"stopping: {the_run.stop_reason}")
-            progress.report()
-            progress.progress_log.close()
-            _close_profile(progress, display)
+            failure = progress.finish()
+            if failure is not None and not error:
+                error = _one_line(failure)
+                display.message(f"error: {error}")
+                log.error("run failed: %s", error)
+                exit_code = 1
             display.close()
             if exporter is not None:
                 exporter.close()
-        return _summarize(config, the_run, progress, display, log, end - start, exit_code,
-                          graph_actors, error)
+        result = _summarize(config, the_run, progress, display, log, end - start, exit_code,
+                            graph_actors, error)
+        failure = log_failure(log)
+        if failure is not None and progress.output_failure is None:  # the summary met a full disk
+            display.message(f"error: {_one_line(failure)}")
+            result.exit_code = result.exit_code or 1
+        return result
     finally:
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
@@ -287,20 +298,6 @@ def _on_signal(the_run: Run, sig: int) -> None:
     the_run.request_stop(f"received {signal.Signals(sig).name}")
 
 
-def _close_profile(progress: RunProgress, display: Display) -> None:
-    profile = progress.profile
-    if profile is None:
-        return
-    profile.close()
-    if profile.report is not None:
-        r = profile.report
-        display.message(
-            f"profile: {profile.trace_path} · actor/learner overlap "
-            f"{r['overlap_fraction']:.0%} of wall time (python -m monitoring.overlap "
-            f"{profile.trace_path})")
-    progress.profiled = profile.report is not None
-
-
 def step_description(config: PipelineConfig, parts: RunParts, graph_actors: int) -> str:
     """How the actors step on CUDA: captured graphs or eager (and why), compiled sim or not."""
     n = len(parts.actors)
@@ -332,8 +329,9 @@ def _summarize(config: PipelineConfig, the_run: Run, progress: RunProgress, disp
     except (CheckpointError, OSError) as exc:
         ckpt = progress.checkpoint_path
         good = f"the last good one is {ckpt}" if ckpt else "no checkpoint was written"
+        said = isinstance(exc, CheckpointWriteError)  # it names the last good one itself
         display.message(f"final checkpoint {ckpt} written, but its {exc}" if isinstance(exc, LeagueStateNotWritten)
-                        else f"final checkpoint not written: {_one_line(exc)} ({good})")
+                        else f"final checkpoint not written: {_one_line(exc)}" + ("" if said else f" ({good})"))
         log.error("final checkpoint not written: %s", exc)
         exit_code = exit_code or 1
     stopped = bool(the_run.stop_reason) or bool(error)

@@ -68,6 +68,27 @@ def test_a_full_disk_is_an_oserror_naming_the_target(tmp_path: Path):
     assert _leftovers(tmp_path) == []
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("mode", ["wb", "w"])
+def test_a_streaming_writer_on_a_full_disk_gets_the_target_named_and_no_temporary_file(tmp_path: Path, mode):
+    # The temporary name is a link to /dev/full, so the writer's own writes meet ENOSPC, as a
+    # replay streamed frame by frame does on a full disk; nobody calls abort() afterwards.
+    target = tmp_path / "a.replay"
+    temporary_path(target).symlink_to("/dev/full")
+    out = AtomicFile(target, mode)
+    chunk = b"x" * 100_000 if mode == "wb" else "x" * 100_000
+    with pytest.raises(OSError) as info:
+        for _ in range(10):
+            out.handle.write(chunk)  # type: ignore[arg-type]
+    assert info.value.filename == str(target)
+    assert "no space left on device" in (info.value.strerror or "").lower()
+    assert _leftovers(tmp_path) == []  # removed by the failed write itself
+    with pytest.raises(OSError) as again:
+        out.commit()
+    assert again.value.filename == str(target)
+    assert not target.exists() and _leftovers(tmp_path) == []
+
+
 def test_a_streamed_file_appears_only_on_commit_and_abort_removes_it(tmp_path: Path):
     target = tmp_path / "r.bin"
     out = AtomicFile(target)

@@ -16,7 +16,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from monitoring import Metrics
 from monitoring.collector import CATALOG, registered_sample_names
-from monitoring.exporter import MetricsPortInUseError, exposition, start_exporter
+from monitoring.exporter import (
+    MetricsAddressError,
+    MetricsPortInUseError,
+    exposition,
+    open_to_network,
+    start_exporter,
+)
+from monitoring.http_server import MAX_CONNECTIONS, WORKERS
 
 
 @dataclass
@@ -163,6 +170,54 @@ def test_ranks_export_on_base_port_plus_local_rank(monkeypatch: pytest.MonkeyPat
         assert re.search(r'rank="5"', info)
     finally:
         exporter.close()
+
+
+def test_idle_connections_take_no_thread_each_and_a_scrape_still_answers() -> None:
+    import threading
+
+    exporter = start_exporter(full_metrics(), port=0)
+    idle: list[socket.socket] = []
+    try:
+        before = threading.active_count()
+        for _ in range(400):
+            idle.append(socket.create_connection(("127.0.0.1", exporter.port), timeout=10))
+        text = _scrape(exporter.url)  # answered while 400 connections (more than kept) sit idle
+        assert "midrange_build_info" in text
+        # The scrape may have started a worker; never one per connection.
+        assert threading.active_count() <= before + WORKERS
+        assert MAX_CONNECTIONS < 400
+    finally:
+        for conn in idle:
+            conn.close()
+        exporter.close()
+
+
+@pytest.mark.slow
+def test_a_half_sent_request_does_not_hold_the_server() -> None:
+    exporter = start_exporter(full_metrics(), port=0)
+    stalled = [socket.create_connection(("127.0.0.1", exporter.port), timeout=10) for _ in range(WORKERS)]
+    try:
+        for conn in stalled:
+            conn.sendall(b"GET /metrics HTTP/1.1\r\n")  # and never the rest: each holds a worker
+        # Every worker waits on a stalled request until its timeout, then a scrape is answered.
+        with urllib.request.urlopen(exporter.url, timeout=60) as resp:
+            assert b"midrange_build_info" in resp.read()
+    finally:
+        for conn in stalled:
+            conn.close()
+        exporter.close()
+
+
+@pytest.mark.parametrize(("addr", "open_"), [("0.0.0.0", True), ("::", True), ("192.0.2.7", True),
+                                             ("127.0.0.1", False), ("::1", False)])
+def test_which_addresses_are_open_to_the_network(addr: str, open_: bool) -> None:
+    assert open_to_network(addr) is open_
+
+
+def test_an_address_not_of_this_machine_is_an_address_error() -> None:
+    with pytest.raises(MetricsAddressError, match=r"^\[Errno \d+\] cannot listen on 192\.0\.2\.1: "
+                                                  r"cannot assign requested address \(give an address"):
+        start_exporter(Metrics(), addr="192.0.2.1", port=0)
 
 
 def test_closing_releases_the_port() -> None:

@@ -139,6 +139,9 @@ def test_stale_temporary_files_are_swept(tmp_path, capsys):
     (["--envs-per-actor", "100000000"], "this run needs about"),
     (["--seed", "99999999999999999999"], "run.seed must be in [0, 2**32)"),
     (["--time-scale", "1e9"], "time_scale"),
+    (["--metrics-port", "0", "--metrics-addr", "192.0.2.1"],
+     "error: run.metrics_addr (--metrics-addr) cannot listen on 192.0.2.1: cannot assign requested address "
+     "(give an address of this machine: 127.0.0.1 for it alone, 0.0.0.0 or :: for every interface)"),
 ])
 def test_bad_input_is_one_line_exit_2_and_leaves_no_directory(tmp_path, capsys, extra, message):
     assert main(launch(tmp_path, *extra)) == 2
@@ -157,3 +160,48 @@ def test_run_dir_and_config_that_are_not_what_they_should_be(tmp_path, capsys):
     binary.write_bytes(os.urandom(64) + b"\xff\xfe")
     assert main([*BASE, "--config", str(binary)]) == 2
     assert "is not valid TOML" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("addr", ["0.0.0.0", "::"])
+def test_metrics_open_to_the_network_are_a_warning(tmp_path, capsys, addr):
+    if addr == "::" and not __import__("socket").has_ipv6:
+        pytest.skip("no IPv6 here")
+    assert main(launch(tmp_path, "--metrics-port", "0", "--metrics-addr", addr, steps=CHUNK)) == 0
+    warnings = [line for line in capsys.readouterr().out.splitlines() if line.startswith("warning:")]
+    assert warnings == [f"warning: metrics are exposed to the network: --metrics-addr {addr} listens "
+                        "beyond this machine (127.0.0.1 keeps them on it)"]
+
+
+def test_metrics_on_the_loopback_are_no_warning(tmp_path, capsys):
+    assert main(launch(tmp_path, "--metrics-port", "0", "--metrics-addr", "127.0.0.1", steps=CHUNK)) == 0
+    assert "warning:" not in capsys.readouterr().out
+
+
+def test_a_folder_that_is_not_a_run_says_what_it_holds(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    for name in ("notes.txt", "data.csv", "photos", "z.bin"):
+        (run_dir / name).mkdir() if name == "photos" else (run_dir / name).write_text("mine")
+    assert main(launch(tmp_path)) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"error: run directory {run_dir} is not empty and is not a run directory (it holds 4 "
+                   "file(s) or folder(s): data.csv, notes.txt, photos, ...); choose a new or empty --run-dir")
+    assert sorted(p.name for p in run_dir.iterdir()) == ["data.csv", "notes.txt", "photos", "z.bin"]
+
+
+@pytest.mark.parametrize(("content", "why"), [
+    (b"garbage!", "garbage (not the pid, host and start time a run writes: 'garbage!')"),
+    (b"[1]", "garbage (not the pid, host and start time a run writes: '[1]')"),
+    (b'{"pid": "12"}', """garbage (not the pid, host and start time a run writes: '{"pid": "12"}')"""),
+    (b"\xff\xfe\x00", "unreadable ("),
+])
+def test_a_garbage_lock_says_why_it_cannot_be_taken(tmp_path, capsys, content, why):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / ".lock").write_bytes(content)
+    assert main(launch(tmp_path)) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: run directory {run_dir}: could not take the lock {run_dir / '.lock'}: "
+                          f"it is {why}"), err
+    assert err.endswith("; remove it if no run is using this directory") and "\n" not in err
+    assert (run_dir / ".lock").read_bytes() == content  # left for the user to judge

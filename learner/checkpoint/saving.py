@@ -107,7 +107,12 @@ def _free_bytes(directory: Path) -> int:
         return 1 << 62
 
 
-def _write_failure(exc: BaseException, path: Path, last_good: Path | None, when: str) -> CheckpointError | None:
+class CheckpointWriteError(CheckpointError):
+    """A checkpoint could not be written (a full disk); the message ends naming the last good
+    checkpoint, or saying that none exists."""
+
+
+def _write_failure(exc: BaseException, path: Path, last_good: Path | None, when: str) -> CheckpointWriteError | None:
     """``exc``, raised writing ``path``, as one line, or None when it is no I/O failure."""
     os_error = _os_error_in(exc)
     if os_error is not None:
@@ -117,7 +122,7 @@ def _write_failure(exc: BaseException, path: Path, last_good: Path | None, when:
     else:
         return None  # no I/O failure (say, an object that cannot be saved): raised as it is
     note = f"the last good checkpoint is {last_good}" if last_good else "no earlier checkpoint exists"
-    return CheckpointError(f"{what} while {when} {path} ({note})")
+    return CheckpointWriteError(f"{what} while {when} {path} ({note})")
 
 
 def _atomic_save(obj: Any, path: Path, last_good: Path | None) -> None:

@@ -8,6 +8,7 @@ checkpoints and decides when actor failures stop the run. The loops only call th
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import threading
 import time
@@ -23,6 +24,7 @@ from pipeline.league.pool import SnapshotNotWritten
 from pipeline.league.records import LEARNER
 from pipeline.run.display import Display, Progress
 from pipeline.run.hooks import ChunkOutcome, UpdateReport
+from pipeline.run.outputs import log_failure
 from pipeline.run.parts import RunParts
 from pipeline.run.progress_log import ProgressLog, progress_rows
 
@@ -90,8 +92,15 @@ class RunProgress:
         self._last_lag_index = 0
         self._last_checkpoint_t = self.start_time
         self._lock = threading.Lock()  # hooks come from the loop thread and the learner's
-        self.progress_log = ProgressLog(run_dir, self.config.run.tensorboard)
+        self.progress_log = ProgressLog(run_dir, self.config.run.tensorboard, agent_steps_before)
         """``RUN/progress.csv`` (and TensorBoard): one row per opponent at every report."""
+        if self.progress_log.dropped_rows:
+            display.message(
+                f"progress.csv: dropped {self.progress_log.dropped_rows} row(s) past the checkpoint's "
+                f"{agent_steps_before:,} agent-steps (training a killed run lost)")
+        self.output_failure: OSError | None = None
+        """The first failed write of ``progress.csv``, TensorBoard or the run log (a full disk):
+        the run stops on it, and no report writes anything after it."""
 
     @property
     def agent_steps(self) -> int:
@@ -267,13 +276,49 @@ class RunProgress:
 
     def report(self) -> None:
         """Refresh the display, append to ``progress.csv`` and log the learner's latest
-        statistics."""
-        snap = self.snapshot()
-        self._live_overlap()
-        self.display.update(snap)
-        stats = self.last_stats
-        self.progress_log.append(progress_rows(snap, stats, *self._league_standing()))
-        if stats:
-            keys = ("loss_policy", "loss_value", "entropy", "approx_kl", "clip_fraction",
-                    "explained_variance", "learning_rate", "return_mean")
-            self.log.info("learner: %s", " ".join(f"{k}={stats[k]:.4g}" for k in keys if k in stats))
+        statistics. A failed write of these files (or of the run log since the last report)
+        is kept in :attr:`output_failure` and raised; after it a report does nothing."""
+        if self.output_failure is not None:
+            return
+        try:
+            snap = self.snapshot()
+            self._live_overlap()
+            self.display.update(snap)
+            stats = self.last_stats
+            self.progress_log.append(progress_rows(snap, stats, *self._league_standing()))
+            if stats:
+                keys = ("loss_policy", "loss_value", "entropy", "approx_kl", "clip_fraction",
+                        "explained_variance", "learning_rate", "return_mean")
+                self.log.info("learner: %s", " ".join(f"{k}={stats[k]:.4g}" for k in keys if k in stats))
+            failure = log_failure(self.log)
+            if failure is not None:
+                raise failure
+        except OSError as exc:
+            self.output_failure = exc
+            raise
+
+    def finish(self) -> OSError | None:
+        """The last report, then the ``--profile`` trace (named on the display); the first
+        write of the run's files that failed (a full disk), in the run or here, or None."""
+        with contextlib.suppress(OSError):  # kept in output_failure
+            self.report()
+        self.progress_log.close()
+        failure = self.output_failure
+        try:
+            self._close_profile()
+        except OSError as exc:
+            failure = failure or exc
+        return failure
+
+    def _close_profile(self) -> None:
+        profile = self.profile
+        if profile is None:
+            return
+        profile.close()
+        if profile.report is not None:
+            r = profile.report
+            self.display.message(
+                f"profile: {profile.trace_path} · actor/learner overlap "
+                f"{r['overlap_fraction']:.0%} of wall time (python -m monitoring.overlap "
+                f"{profile.trace_path})")
+        self.profiled = profile.report is not None

@@ -75,28 +75,47 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _read_lock(lock: Path) -> tuple[dict[str, object] | None, str]:
+    """The holder a lock file names (its ``pid``, ``host``, ``started``), or None and why not:
+    empty (being written this instant, or left so), unreadable, or not such a record."""
+    try:
+        text = lock.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return None, f"unreadable ({reason.lower()})"
+    if not text.strip():
+        return None, "empty"
+    try:
+        holder = json.loads(text)
+    except ValueError:
+        holder = None
+    if not isinstance(holder, dict) or not isinstance(holder.get("pid"), int):
+        return None, f"garbage (not the pid, host and start time a run writes: {text[:40]!r})"
+    return holder, ""
+
+
 def _take_lock(path: Path, messages: list[str]) -> None:
     lock = path / LOCK_NAME
     me = {"pid": os.getpid(), "host": socket.gethostname(),
           "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    why = ""
     for _ in range(2):
         try:
             fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
-            try:
-                holder = json.loads(lock.read_text())
-            except (OSError, ValueError):
-                holder = {}
+            holder, why = _read_lock(lock)
+            if holder is None:
+                if why != "empty":
+                    break
+                time.sleep(0.2)  # a lock being written this instant: look again once
+                if _read_lock(lock)[1] == "empty":
+                    lock.unlink(missing_ok=True)
+                continue
             pid, host = holder.get("pid"), holder.get("host")
             if host == me["host"] and isinstance(pid, int) and not _alive(pid):
                 messages.append(f"took over the lock of pid {pid} (started {holder.get('started')}), "
                                 "which is no longer running")
                 lock.unlink(missing_ok=True)
-                continue
-            if not holder:  # a lock being written this instant, or garbage: look again once
-                time.sleep(0.2)
-                if lock.exists() and not lock.read_text().strip():
-                    lock.unlink(missing_ok=True)
                 continue
             raise ConfigError(
                 f"run directory {path} is in use by pid {pid} on {host} since "
@@ -104,19 +123,21 @@ def _take_lock(path: Path, messages: list[str]) -> None:
         with os.fdopen(fd, "w") as fh:
             json.dump(me, fh)
         return
-    raise ConfigError(f"run directory {path}: could not take the lock {lock}")
+    raise ConfigError(f"run directory {path}: could not take the lock {lock}: it is {why}; remove it "
+                      "if no run is using this directory")
 
 
-def _holds_anything(path: Path) -> bool:
-    """Anything but a lock, temporary files and a ``checkpoints`` folder holding nothing else
-    (what a run killed while claiming the directory leaves)."""
-    for p in path.iterdir():
+def _contents(path: Path) -> list[str]:
+    """The names in ``path`` but a lock, temporary files and a ``checkpoints`` folder holding
+    nothing else (what a run killed while claiming the directory leaves)."""
+    names = []
+    for p in sorted(path.iterdir()):
         if p.name == LOCK_NAME or p.name.endswith(".tmp"):
             continue
         if p.name == "checkpoints" and p.is_dir() and all(q.name.endswith(".tmp") for q in p.iterdir()):
             continue
-        return True
-    return False
+        names.append(p.name)
+    return names
 
 
 def claim_run_dir(path: Path, config_text: str, resuming_here: bool) -> RunDir:
@@ -128,10 +149,16 @@ def claim_run_dir(path: Path, config_text: str, resuming_here: bool) -> RunDir:
     if path.exists() and not path.is_dir():
         raise ConfigError(f"run.run_dir {path} is a file, not a directory")
     created = not path.exists()
-    if not created and not resuming_here and _holds_anything(path):
+    held = [] if created or resuming_here else _contents(path)
+    if "config.toml" in held or "checkpoints" in held:
         raise ConfigError(
             f"run directory {path} is not empty (it holds an earlier run); continue it with "
             f"--resume {path}, or choose a new --run-dir")
+    if held:
+        shown = ", ".join(held[:3]) + (", ..." if len(held) > 3 else "")
+        raise ConfigError(
+            f"run directory {path} is not empty and is not a run directory (it holds {len(held)} "
+            f"file(s) or folder(s): {shown}); choose a new or empty --run-dir")
     try:
         (path / "checkpoints").mkdir(parents=True, exist_ok=True)
     except OSError as exc:
