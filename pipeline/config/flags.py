@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from core.bounds import shown
+from core.command import CommandParser
 from pipeline.config.errors import ConfigError
 from pipeline.config.files import (
     MAX_NESTING,
@@ -60,7 +61,7 @@ FLAG_KEYS: dict[str, str] = {
 
 def build_parser() -> argparse.ArgumentParser:
     """The launcher's argument parser."""
-    p = argparse.ArgumentParser(
+    p = CommandParser(
         prog="python -m pipeline.launch",
         description="Train a mid-range air-combat policy with async actors and a PPO learner.",
         allow_abbrev=False,
