@@ -26,6 +26,7 @@ What each annotation takes (and what it gives):
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from collections.abc import Mapping
@@ -68,12 +69,25 @@ def coerce(
     extra = sorted(set(data) - known)
     if extra:
         raise error(unknown.format(where=where, names=", ".join(extra)))
-    hints = typing.get_type_hints(cls)
-    kwargs = {name: _value(_join(where, name), value, hints[name], _default(cls, name), error)
+    hints = _hints(cls)
+    kwargs = {name: _value(_join(where, name), value, hints[name],
+                           _default(cls, name) if _nests(hints[name]) else None, error)
               for name, value in data.items()}
     if base is not None:
         return dataclasses.replace(base, **kwargs)
     return cls(**kwargs)
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    """``typing.get_type_hints(cls)``, evaluated once per class (it compiles every string
+    annotation on each call)."""
+    return typing.get_type_hints(cls)
+
+
+def _nests(hint: object) -> bool:
+    """Whether ``hint`` is a dataclass (whose default completes a partial table)."""
+    return isinstance(hint, type) and dataclasses.is_dataclass(hint)
 
 
 def _join(where: str, name: str) -> str:

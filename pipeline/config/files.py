@@ -60,7 +60,7 @@ def load_toml(path: str | Path) -> dict[str, Any]:
 def parse_toml(text: str) -> dict[str, Any]:
     """``tomllib.loads`` with the nesting bounded by :data:`MAX_NESTING` (deeper raises
     ConfigError before the parser recurses into it)."""
-    depth = nesting(text)
+    depth = nesting(text) if text.count("[") + text.count("{") > MAX_NESTING else 0
     if depth > MAX_NESTING:
         raise ConfigError(f"lists and tables nested {depth} deep (at most {MAX_NESTING})")
     try:

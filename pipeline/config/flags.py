@@ -154,7 +154,7 @@ def parse_config(argv: Sequence[str] | None = None) -> dict[str, Any]:
         try:
             parsed = parse_value(value.strip())
         except ConfigError as exc:
-            raise ConfigError(f"--set {shown(key.strip())}: {exc}") from None
+            raise ConfigError(f"--set {key.strip()[:60]}: {exc}") from None
         apply_override(data, key.strip(), parsed)
     for dest, key in FLAG_KEYS.items():
         value = getattr(args, dest)

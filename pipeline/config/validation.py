@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 from pathlib import Path
 
 from agents.registry import SCRIPTED, looks_like_checkpoint, names_a_path
-from core.bounds import check_bounds
+from core.bounds import check_bounds, shown
 from pipeline.config.devices import CUDA_STREAMS_PER_POOL, device_is_cuda
 from pipeline.config.errors import ConfigError
 from pipeline.config.sections import (
@@ -28,6 +29,7 @@ def validate(config: PipelineConfig) -> None:
     run, actors, ring, intake = config.run, config.actors, config.ring, config.intake
     for name, bounds in SECTION_BOUNDS.items():
         check_bounds(getattr(config, name), bounds, name, ConfigError)
+        _check_text(name, getattr(config, name))
     dev = run.device
     if not (dev in ("auto", "cpu", "cuda") or (dev.startswith("cuda:") and dev[5:].isdigit())):
         raise ConfigError(f"run.device must be auto, cpu, cuda or cuda:N, got {dev!r}")
@@ -80,6 +82,27 @@ def validate(config: PipelineConfig) -> None:
         )
 
 
+MAX_TEXT_CHARS = 4096
+"""The longest string a section holds (a path's limit on Linux)."""
+
+
+def _check_text(where: str, section: object) -> None:
+    """Refuse control characters (a line break, a tab, NUL) in a section's strings, and strings
+    longer than :data:`MAX_TEXT_CHARS`: they name files, hosts, devices and specs, where no
+    control character means anything and NUL breaks every path."""
+    for f in dataclasses.fields(section):  # type: ignore[arg-type]
+        value = getattr(section, f.name)
+        for item in value if isinstance(value, list) else [value]:
+            if not isinstance(item, str):
+                continue
+            if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in item):
+                raise ConfigError(f"{where}.{f.name} must not hold control characters (a line break, "
+                                  f"a tab, NUL), got {shown(item)}")
+            if len(item) > MAX_TEXT_CHARS:
+                raise ConfigError(f"{where}.{f.name} must be at most {MAX_TEXT_CHARS} characters, got "
+                                  f"{len(item)}")
+
+
 def _validate_league(config: PipelineConfig) -> None:
     league = config.league
     if league.snapshot_clock not in SNAPSHOT_CLOCKS:
@@ -108,9 +131,12 @@ def check_agent_spec(where: str, spec: str) -> None:
     spec = spec.strip()
     if spec in SCRIPTED or (":" in spec and not names_a_path(spec)):
         return
-    if looks_like_checkpoint(spec) or names_a_path(spec):
-        if not Path(spec).exists():
-            raise ConfigError(f"{where}: no checkpoint at {spec!r}")
-        return
-    raise ConfigError(f"{where}: unknown agent {spec!r}: expected one of {', '.join(SCRIPTED)}, a "
+    try:
+        if looks_like_checkpoint(spec) or names_a_path(spec):
+            if not Path(spec).exists():
+                raise ConfigError(f"{where}: no checkpoint at {shown(spec)}")
+            return
+    except OSError:  # a name too long for a path
+        pass
+    raise ConfigError(f"{where}: unknown agent {shown(spec)}: expected one of {', '.join(SCRIPTED)}, a "
                       "checkpoint path (.pt file or run directory) or an import path 'package.module:ClassName'")
