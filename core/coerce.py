@@ -4,14 +4,16 @@
 pipeline's sections, ``sim.SimConfig`` (with its nested ``AeroParams``) and
 ``learner.PPOConfig`` all go through it. It refuses unknown keys by name and checks every value
 against its field's annotation before the dataclass is built; range checks stay with each
-dataclass (its ``__post_init__``) or its caller.
+dataclass (its ``__post_init__``, with ``core.bounds``) or its caller. A refusal names the
+field, the value (cut to one line) and its kind: ``run.total_steps must be an integer, got '3'
+(a string)``.
 
 What each annotation takes (and what it gives):
 
 - ``bool``: ``True`` or ``False`` only;
 - ``int``: an integer, not a bool;
 - ``float``: a finite integer or float, not a bool (given as a float);
-- ``str``: a string;
+- ``str``: a string that UTF-8 can write;
 - ``list[X]`` and ``tuple[X, ...]``: a list or tuple of ``X`` (given as the annotation's kind);
   ``tuple[X, Y]``: exactly that many, each checked;
 - ``dict[...]``: a dict (a copy);
@@ -24,11 +26,13 @@ What each annotation takes (and what it gives):
 from __future__ import annotations
 
 import dataclasses
-import math
+import functools
 import types
 import typing
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
+
+from core.bounds import finite, shown
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -37,6 +41,9 @@ T = TypeVar("T", bound="DataclassInstance")
 
 ITEM_NAMES: dict[object, str] = {bool: "booleans", int: "integers", float: "numbers", str: "strings"}
 """How a list's message names its items (``must be a list of strings``)."""
+KIND_NAMES: dict[type, str] = {bool: "a boolean", int: "an integer", float: "a float", str: "a string",
+                               list: "a list", tuple: "a list", dict: "a table", type(None): "nothing"}
+"""How a refusal names the kind of value it got (``got '3' (a string)``)."""
 
 
 def coerce(
@@ -62,12 +69,25 @@ def coerce(
     extra = sorted(set(data) - known)
     if extra:
         raise error(unknown.format(where=where, names=", ".join(extra)))
-    hints = typing.get_type_hints(cls)
-    kwargs = {name: _value(_join(where, name), value, hints[name], _default(cls, name), error)
+    hints = _hints(cls)
+    kwargs = {name: _value(_join(where, name), value, hints[name],
+                           _default(cls, name) if _nests(hints[name]) else None, error)
               for name, value in data.items()}
     if base is not None:
         return dataclasses.replace(base, **kwargs)
     return cls(**kwargs)
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    """``typing.get_type_hints(cls)``, evaluated once per class (it compiles every string
+    annotation on each call)."""
+    return typing.get_type_hints(cls)
+
+
+def _nests(hint: object) -> bool:
+    """Whether ``hint`` is a dataclass (whose default completes a partial table)."""
+    return isinstance(hint, type) and dataclasses.is_dataclass(hint)
 
 
 def _join(where: str, name: str) -> str:
@@ -98,32 +118,32 @@ def _value(where: str, value: object, hint: Any, default: object, error: type[Va
     if hint is bool:
         if isinstance(value, bool):
             return value
-        raise error(f"{where} must be true or false, got {value!r}")
+        raise error(f"{where} must be true or false, got {_got(value)}")
     if hint is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
-        raise error(f"{where} must be an integer, got {value!r}")
+        raise error(f"{where} must be an integer, got {_got(value)}")
     if hint is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and finite(value):
             return float(value)
-        raise error(f"{where} must be a finite number, got {value!r}")
+        raise error(f"{where} must be a finite number, got {_got(value)}")
     if hint is str:
-        if isinstance(value, str):
+        if isinstance(value, str) and _text(value):
             return value
-        raise error(f"{where} must be a string, got {value!r}")
+        raise error(f"{where} must be a string, got {_got(value)}")
     if origin in (list, tuple):
         return _sequence(where, value, hint, error)
     if origin is dict:
         if isinstance(value, dict):
             return dict(value)
-        raise error(f"{where} must be a table, got {value!r}")
+        raise error(f"{where} must be a table, got {_got(value)}")
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         if isinstance(value, hint):
             return value
         if isinstance(value, Mapping):
             return coerce(hint, value, where=where, error=error,
                           base=default if isinstance(default, hint) else None)
-        raise error(f"{where} must be a table, got {value!r}")
+        raise error(f"{where} must be a table, got {_got(value)}")
     return value
 
 
@@ -135,11 +155,11 @@ def _sequence(where: str, value: object, hint: Any, error: type[ValueError]) -> 
     if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
         items = list(args)
         if not isinstance(value, (list, tuple)) or len(value) != len(items):
-            raise error(f"{where} must be a list of {len(items)} {_item_name(items[0])}, got {value!r}")
+            raise error(f"{where} must be a list of {len(items)} {_item_name(items[0])}, got {_got(value)}")
     else:
         item = args[0] if args else Any
         if not isinstance(value, (list, tuple)):
-            raise error(f"{where} must be a list of {_item_name(item)}, got {value!r}")
+            raise error(f"{where} must be a list of {_item_name(item)}, got {_got(value)}")
         items = [item] * len(value)
     checked = [_value(f"{where}[{i}]", v, h, None, error) for i, (v, h) in enumerate(zip(value, items, strict=True))]
     return tuple(checked) if origin is tuple else checked
@@ -147,3 +167,20 @@ def _sequence(where: str, value: object, hint: Any, error: type[ValueError]) -> 
 
 def _item_name(hint: object) -> str:
     return ITEM_NAMES.get(hint, "values")
+
+
+def _got(value: object) -> str:
+    """The refused value for a message: shown, with its kind where that is not plain from it
+    (``'3' (a string)``, ``1.5 (a float)``)."""
+    kind = KIND_NAMES.get(type(value), f"a {type(value).__name__}")
+    return f"{shown(value)} ({kind})"
+
+
+def _text(value: str) -> bool:
+    """Whether ``value`` can be written as UTF-8 (a command-line argument of undecodable bytes
+    holds lone surrogates, which no file can)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

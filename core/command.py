@@ -1,12 +1,24 @@
 """How the command-line tools end: bad input is one line on stderr and exit status 2, a failed
 write one line and status 1, never a traceback (``pipeline.evaluate``, ``pipeline.replay``,
-``pipeline.plot``)."""
+``pipeline.plot``); :class:`CommandParser` gives every command's argument errors the same one
+line."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
+
+
+class CommandParser(argparse.ArgumentParser):
+    """An ``argparse.ArgumentParser`` whose errors (an unknown option, a missing or malformed
+    value) are one line on stderr, ``error: MESSAGE (python -m TOOL --help lists the options)``,
+    and exit status 2, instead of the usage block argparse prints first."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {' '.join(message.split())} ({self.prog} --help lists the options)", file=sys.stderr)
+        raise SystemExit(2)
 
 
 def run_command(main: Callable[[list[str] | None], Any], argv: Sequence[str] | None,

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from core.bounds import Bounds, check_bounds, count, positive
 from core.coerce import coerce
 
 
@@ -94,39 +94,24 @@ class PPOConfig:
     episode, instead of at once in half of all steps."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.hidden_sizes, (tuple, list)) or not self.hidden_sizes or not all(
-            isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in self.hidden_sizes
-        ):
-            raise ValueError(
-                f"hidden_sizes must be a non-empty tuple of positive ints, got {self.hidden_sizes!r}"
-            )
-        if isinstance(self.hidden_sizes, list):
-            object.__setattr__(self, "hidden_sizes", tuple(self.hidden_sizes))
-        if not isinstance(self.policy_bias, (tuple, list)):
-            raise ValueError(f"policy_bias must be a list of numbers, got {self.policy_bias!r}")
-        for i, b in enumerate(self.policy_bias):
-            _check_number(f"policy_bias[{i}]", b, low=-math.inf)
+        for name in ("hidden_sizes", "policy_bias"):
+            value = getattr(self, name)
+            if not isinstance(value, (tuple, list)):
+                raise ValueError(f"{name} must be a list of numbers, got {value!r}")
+        if not 1 <= len(self.hidden_sizes) <= MAX_HIDDEN_LAYERS:
+            raise ValueError(f"hidden_sizes must be a list of 1 to {MAX_HIDDEN_LAYERS} layer widths, "
+                             f"got {len(self.hidden_sizes)}")
+        if len(self.policy_bias) > MAX_POLICY_BIAS:
+            raise ValueError(f"policy_bias must hold at most {MAX_POLICY_BIAS} numbers (one per "
+                             f"output of the policy head), got {len(self.policy_bias)}")
+        check_bounds(self, PPO_BOUNDS)
+        object.__setattr__(self, "hidden_sizes", tuple(self.hidden_sizes))
         object.__setattr__(self, "policy_bias", tuple(float(b) for b in self.policy_bias))
         if self.activation not in ("tanh", "relu"):
             raise ValueError(f"activation must be 'tanh' or 'relu', got {self.activation!r}")
-        for name in ("learning_rate", "clip_coef", "value_clip_coef", "max_grad_norm", "adam_eps",
-                     "vtrace_rho_clip", "vtrace_c_clip", "obs_norm_clip", "reward_scale"):
-            _check_number(name, getattr(self, name), low=0.0, low_inclusive=False)
-        for name in ("gamma", "gae_lambda"):
-            value = getattr(self, name)
-            _check_number(name, value, low=0.0)
-            if value > 1.0:
-                raise ValueError(f"{name} must be in [0, 1], got {value!r}")
-        for name in ("entropy_coef", "value_coef"):
-            _check_number(name, getattr(self, name), low=0.0)
-        for name in ("total_updates", "num_minibatches", "update_epochs"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-        if self.target_kl is not None:
-            _check_number("target_kl", self.target_kl, low=0.0, low_inclusive=False)
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise ValueError(f"seed must be an integer, got {self.seed!r}")
+        for f in dataclasses.fields(self):
+            if f.type == "bool" and not isinstance(getattr(self, f.name), bool):
+                raise ValueError(f"{f.name} must be true or false, got {getattr(self, f.name)!r}")
 
     def replace(self, **changes: Any) -> PPOConfig:
         """A copy with some fields changed (validated again)."""
@@ -143,9 +128,36 @@ class PPOConfig:
         return coerce(cls, data, unknown="unknown PPO config field(s): {names}")
 
 
-def _check_number(name: str, value: Any, low: float, low_inclusive: bool = True) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    if value < low or (not low_inclusive and value == low):
-        bound = ">=" if low_inclusive else ">"
-        raise ValueError(f"{name} must be {bound} {low}, got {value!r}")
+MAX_HIDDEN_LAYERS = 16
+"""The most hidden layers ``hidden_sizes`` may list."""
+MAX_POLICY_BIAS = 1024
+"""The most initial biases ``policy_bias`` may hold (the sim's head has 8, or 3 continuous)."""
+
+
+
+PPO_BOUNDS: dict[str, Bounds] = {
+    "hidden_sizes": count(1, 65_536),
+    "learning_rate": positive(10.0),
+    "total_updates": count(1, 10**15),
+    "gamma": Bounds(0.0, 1.0),
+    "gae_lambda": Bounds(0.0, 1.0),
+    "num_minibatches": count(1, 2**24),
+    "update_epochs": count(1, 1000),
+    "clip_coef": positive(100.0),
+    "value_clip_coef": positive(1e6),
+    "entropy_coef": Bounds(0.0, 1000.0),
+    "value_coef": Bounds(0.0, 1000.0),
+    "max_grad_norm": positive(1e6),
+    "reward_scale": positive(1e6),
+    "target_kl": positive(1000.0),
+    "vtrace_rho_clip": positive(1e6),
+    "vtrace_c_clip": positive(1e6),
+    "obs_norm_clip": positive(1e6),
+    "adam_eps": positive(1.0),
+    "seed": count(0, 2**64 - 1),
+    "policy_bias": Bounds(-100.0, 100.0),
+}
+"""The range of each number of :class:`PPOConfig` (a list's bound holds for each item; a
+``target_kl`` of ``None`` is "never"). ``update_epochs`` is a count of passes one update makes
+over its batch: a thousand is already far past any recipe, and the bound keeps an update from
+running for ever."""

@@ -18,7 +18,6 @@ Definitions (all times from complete ``"ph": "X"`` events, microseconds in the t
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
 import sys
@@ -26,6 +25,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from core.command import CommandParser
 
 Interval = tuple[float, float]
 ROLES = ("actor", "learner")
@@ -239,7 +240,7 @@ def format_report(report: OverlapReport) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point."""
-    parser = argparse.ArgumentParser(prog="python -m monitoring.overlap", description=__doc__.split("\n\n")[0])
+    parser = CommandParser(prog="python -m monitoring.overlap", description=__doc__.split("\n\n")[0])
     parser.add_argument("trace", help="Chrome/Perfetto trace JSON written by --profile (or .json.gz)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(argv)

@@ -26,7 +26,7 @@ import sys
 
 import torch
 
-from core.command import run_command
+from core.command import CommandParser, run_command
 from core.files import write_json_atomic
 from pipeline.evaluation.checks import check_device, check_writable, prepare_record_dir
 from pipeline.evaluation.entrants import (
@@ -50,7 +50,7 @@ def _split(text: str) -> list[str]:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line of ``python -m pipeline.evaluate``."""
-    p = argparse.ArgumentParser(prog="python -m pipeline.evaluate", description=__doc__.split("\n\n")[0])
+    p = CommandParser(prog="python -m pipeline.evaluate", description=__doc__.split("\n\n")[0])
     p.add_argument("--agent", help="agent under test: scripted name, checkpoint path or module:Class")
     p.add_argument("--opponents", default="straight,pursuit,shooter,crank", help="comma-separated opponents")
     p.add_argument("--round-robin", metavar="A,B,C", help="play every pair and fit Bradley–Terry ratings "

@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from core.command import run_command
+from core.command import CommandParser, run_command
 from pipeline.drawing.png import require_matplotlib, save_figure
 from pipeline.run.progress_log import PROGRESS_FILE, read_progress
 
@@ -79,7 +79,7 @@ def plot_runs(runs: list[Path], out: Path, title: str = "", opponents: list[str]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m pipeline.plot", description=__doc__.split("\n\n")[0])
+    p = CommandParser(prog="python -m pipeline.plot", description=__doc__.split("\n\n")[0])
     p.add_argument("runs", nargs="+", type=Path, help="run directories (or progress.csv files)")
     p.add_argument("--png", type=Path, required=True, metavar="OUT", help="the picture to write")
     p.add_argument("--title", default="", help="the figure's title")

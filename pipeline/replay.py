@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.command import run_command
+from core.command import CommandParser, run_command
 from sim.replay.format import Replay, ReplayError, load_replay
 
 
@@ -134,7 +134,7 @@ def build_parser(outputs: tuple[Output, ...] = OUTPUTS) -> argparse.ArgumentPars
     """The command line of ``python -m pipeline.replay``."""
     # Outputs may declare the same option (an added output may want --at, like the spacetime
     # graph): the last declaration wins instead of a conflict error.
-    p = argparse.ArgumentParser(prog="python -m pipeline.replay", description=__doc__.split("\n\n")[0],
+    p = CommandParser(prog="python -m pipeline.replay", description=__doc__.split("\n\n")[0],
                                 allow_abbrev=False, conflict_handler="resolve")
     p.add_argument("file", type=Path, help="a replay file (*.replay)")
     for out in outputs:

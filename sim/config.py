@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.bounds import Bounds, check_bounds, count, positive
 from core.coerce import coerce
 
 G = 9.8
@@ -26,6 +27,39 @@ turns half a circle in about 12 s, so a longer decision could not dodge or time 
 also bounds the work of one decision (100 physics steps at the default dt): without it,
 ``time_scale = 1e9`` would be accepted and one decision step would never end.
 """
+
+
+
+DAY_S = 86_400.0
+"""A day in seconds: the longest cooldown or motor burn a config may ask for."""
+SIM_BOUNDS: dict[str, Bounds] = {
+    "dt_s": Bounds(1e-3, 1.0),
+    "substeps": count(1, 10_000),
+    "time_scale": positive(1e9),
+    "max_time_s": positive(1e9),
+    "missiles_per_fighter": count(1, 64),
+    "fire_cooldown_s": positive(DAY_S),
+    "hit_radius_m": positive(1e6),
+    "missile_burn_time_s": positive(DAY_S),
+    "missile_min_speed_mps": positive(10_000.0),
+    "missile_max_flight_time_s": positive(3600.0),
+    "launch_offset_m": Bounds(0.0, 1e6),
+    "nav_constant": positive(100.0),
+    "arena_half_width_m": positive(1e9),
+    "spawn_separation_m": positive(1e9),
+    "spawn_heading_jitter_rad": Bounds(0.0, math.pi),
+    "spawn_speed_mps": positive(10_000.0),
+    "spawn_shift_m": Bounds(0.0, 1e9),
+    "head_on_separation_m": positive(1e9),
+    "head_on_speed_mps": positive(10_000.0),
+    "obs_incoming_missiles": count(1, 64),
+    "obs_own_missiles": count(1, 64),
+}
+"""The range of each number of :class:`SimConfig` (a pair's bound holds for both ends), checked
+before any other check does arithmetic with it. Counts of physics steps (``max_time_s / dt_s``,
+a missile's flight, the cooldown) stay far below the int32 counters that hold them; a missile's
+flight (at most an hour) bounds the per-step tables the scripted agents and the reach block
+compute in Python."""
 
 
 @dataclass(frozen=True)
@@ -57,10 +91,18 @@ class AeroParams:
         return 1.0 / (4.0 * self.cd0 * self.lift_to_drag**2)
 
     def validate(self, prefix: str) -> None:
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-                raise ValueError(f"{prefix}.{f.name} must be a finite number > 0, got {value!r}")
+        """Raise ``ValueError`` naming ``prefix.field`` for a value outside :data:`AERO_BOUNDS`."""
+        check_bounds(self, AERO_BOUNDS, prefix)
+
+
+AERO_BOUNDS: dict[str, Bounds] = {
+    "terminal_speed_mps": Bounds(1.0, 10_000.0),
+    "min_turn_radius_m": Bounds(1.0, 1e7),
+    "lift_to_drag": Bounds(0.1, 1000.0),
+    "max_thrust_mps2": Bounds(0.0, 10_000.0, low_open=True),
+}
+"""The range of each :class:`AeroParams` field (the same for the fighter and the missile): the
+drag factors divide by the terminal speed squared and the turn radius, so neither may be near 0."""
 
 
 def _fighter_aero() -> AeroParams:
@@ -149,27 +191,7 @@ class SimConfig:
     read at chunk boundaries, never a per-step host sync."""
 
     def __post_init__(self) -> None:
-        positive = (
-            "dt_s max_time_s fire_cooldown_s hit_radius_m missile_burn_time_s "
-            "missile_min_speed_mps missile_max_flight_time_s nav_constant arena_half_width_m "
-            "time_scale head_on_separation_m head_on_speed_mps"
-        ).split()
-        for name in positive:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"{name} must be a number, got {value!r}")
-            if not math.isfinite(value) or value <= 0:
-                raise ValueError(f"{name} must be finite and > 0, got {value!r}")
-        for name in ("launch_offset_m", "spawn_heading_jitter_rad", "spawn_shift_m"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"{name} must be a number, got {value!r}")
-            if not math.isfinite(value) or value < 0:
-                raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
-        for name in ("substeps", "missiles_per_fighter", "obs_incoming_missiles", "obs_own_missiles"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        check_bounds(self, SIM_BOUNDS)
         total = self.substeps * self.time_scale
         if abs(total - round(total)) > 1e-9 or round(total) < 1:
             raise ValueError(
@@ -191,12 +213,7 @@ class SimConfig:
             )
         for name in ("spawn_separation_m", "spawn_speed_mps"):
             lo_hi = getattr(self, name)
-            if (
-                not isinstance(lo_hi, (tuple, list))
-                or len(lo_hi) != 2
-                or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in lo_hi)
-                or not 0 < lo_hi[0] <= lo_hi[1]
-            ):
+            if not isinstance(lo_hi, (tuple, list)) or len(lo_hi) != 2 or not lo_hi[0] <= lo_hi[1]:
                 raise ValueError(f"{name} must be a pair (low, high) with 0 < low <= high, got {lo_hi!r}")
         if self.spawn_separation_m[1] / 2 + self.spawn_shift_m >= self.arena_half_width_m:
             raise ValueError(
@@ -204,8 +221,9 @@ class SimConfig:
                 f"(max separation / 2 + shift = {self.spawn_separation_m[1] / 2 + self.spawn_shift_m} "
                 f">= arena_half_width_m = {self.arena_half_width_m})"
             )
-        if not isinstance(self.obs_reach, bool):
-            raise ValueError(f"obs_reach must be true or false, got {self.obs_reach!r}")
+        for name in ("obs_reach", "check_actions"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if self.scenario not in ("random", "head_on"):
             raise ValueError(f"scenario must be 'random' or 'head_on', got {self.scenario!r}")
         if self.action_mode not in ("discrete", "continuous"):

@@ -176,7 +176,7 @@ def test_bad_batches_are_refused_with_the_field_named():
 def test_config_validation():
     with pytest.raises(ValueError, match="gamma must be in"):
         PPOConfig(gamma=1.5)
-    with pytest.raises(ValueError, match="num_minibatches must be an integer >= 1"):
+    with pytest.raises(ValueError, match=r"num_minibatches must be an integer in \[1, "):
         PPOConfig(num_minibatches=0)
     with pytest.raises(ValueError, match="hidden_sizes must be"):
         PPOConfig(hidden_sizes=())

@@ -10,7 +10,14 @@ import pytest
 
 from learner import PPOConfig
 from pipeline.config import ConfigError, PipelineConfig, resolve
-from pipeline.config.files import apply_override, load_toml, parse_value, to_toml
+from pipeline.config.files import (
+    apply_override,
+    check_writable,
+    load_toml,
+    parse_toml,
+    parse_value,
+    to_toml,
+)
 from pipeline.run.display import Display, Progress, make_display
 
 
@@ -78,13 +85,13 @@ def test_derived_ppo_fields_cannot_be_set():
     [
         ({"bogus": {}}, "unknown config section(s): bogus"),
         ({"run": {"sync": "yes"}}, "run.sync must be true or false"),
-        ({"run": {"log_interval_s": 0}}, "run.log_interval_s must be > 0"),
+        ({"run": {"log_interval_s": 0}}, "run.log_interval_s must be in (0, 86400], got 0"),
         ({"ring": {"placement": "gpu"}}, "ring.placement must be one of"),
-        ({"intake": {"max_policy_lag": -1}}, "intake.max_policy_lag must be >= 0"),
+        ({"intake": {"max_policy_lag": -1}}, "intake.max_policy_lag must be an integer in [0, 1000000000], got -1"),
         ({"learner": {"max_policy_lag": 1}}, "unknown config section(s): learner"),
         ({"ppo": {"num_minibatches": 3}}, "ppo.num_minibatches (3) must divide the batch"),
-        ({"actors": {"learning_side": 2}}, "actors.learning_side must be 0 or 1"),
-        ({"sim": {"dt_s": -1.0}}, "sim: dt_s must be finite and > 0"),
+        ({"actors": {"learning_side": 2}}, "actors.learning_side must be an integer in [0, 1], got 2"),
+        ({"sim": {"dt_s": -1.0}}, "sim: dt_s must be in [0.001, 1], got -1.0"),
         ({"run": []}, "[run] must be a table"),
     ],
 )
@@ -127,3 +134,34 @@ def test_plain_display_echoes_and_logs(capsys, caplog):
     quiet = make_display("none", log)
     quiet.update(progress())
     assert capsys.readouterr().out == ""
+
+
+def test_toml_writes_every_string_and_key_back_as_it_was():
+    data = {"run": {"run_dir": 'a "quoted" back\\slash\ttab\nline\x00nul\x7fdel \u00e9'},
+            "actors": {"env_kwargs": {"a b": 1, "x.y": "z", "": [1, 2.5], "t": {"k": True}}}}
+    assert parse_toml(to_toml(data)) == data
+
+
+def test_check_writable_refuses_what_config_toml_cannot_hold():
+    check_writable("actors.env_kwargs", {"g": 9.8, "n": [1, 2], "t": {"k": "v"}})
+    for bad in ({"a": None}, {"a": [{"b": 1}]}, {"a": float("nan")}):
+        with pytest.raises(ConfigError, match=r"^actors\.env_kwargs must be a table of strings"):
+            check_writable("actors.env_kwargs", bad)
+
+
+def test_set_values_and_config_files_are_bounded(tmp_path):
+    with pytest.raises(ConfigError, match=r"nested 40 deep \(at most 32\)"):
+        parse_value("[" * 40 + "]" * 40)
+    assert parse_value("[" * 32 + "]" * 32) is not None
+    assert parse_value('"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["') == "[" * 38  # inside a string
+    with pytest.raises(ConfigError, match=r"a value of 70000 characters \(at most 65536\)"):
+        parse_value("x" * 70_000)
+    with pytest.raises(ConfigError, match="is not a regular file"):
+        load_toml("/dev/zero")
+    big = tmp_path / "big.toml"
+    big.write_bytes(b"#" * ((1 << 20) + 1))
+    with pytest.raises(ConfigError, match="is larger than 1 MiB"):
+        load_toml(big)
+    exact = tmp_path / "exact.toml"
+    exact.write_bytes(b"#" * (1 << 20))
+    assert load_toml(exact) == {}

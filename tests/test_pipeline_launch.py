@@ -104,7 +104,7 @@ def test_repeated_actor_failures_stop_the_run(tmp_path, capsys, monkeypatch):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--actors", "0"], "actors.count must be >= 1"),
+        (["--actors", "0"], "actors.count must be an integer in [1, 1024], got 0"),
         (["--set", "run.nope=1"], "unknown option(s) in [run]: nope"),
         (["--set", "actors.count=two"], "actors.count must be an integer"),
         (["--time-scale", "0.3"], "sim: time_scale"),

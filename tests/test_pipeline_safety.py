@@ -137,7 +137,7 @@ def test_stale_temporary_files_are_swept(tmp_path, capsys):
     (["--opponent", "nonsense"], "unknown agent 'nonsense'"),
     (["--opponent", "tests.plugins_faulty:BrokenConstructor"], "raised RuntimeError: cannot build this opponent"),
     (["--envs-per-actor", "100000000"], "this run needs about"),
-    (["--seed", "99999999999999999999"], "run.seed must be in [0, 2**32)"),
+    (["--seed", "99999999999999999999"], "run.seed must be an integer in [0, 4294967295]"),
     (["--time-scale", "1e9"], "time_scale"),
     (["--metrics-port", "0", "--metrics-addr", "192.0.2.1"],
      "error: run.metrics_addr (--metrics-addr) cannot listen on 192.0.2.1: cannot assign requested address "

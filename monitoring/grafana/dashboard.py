@@ -7,13 +7,14 @@ tests check both.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from core.command import CommandParser
 
 JSON_PATH = Path(__file__).with_name("midrange.json")
 """The generated dashboard, committed next to this file."""
@@ -213,7 +214,7 @@ def render() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Write (or with ``--check`` verify) ``midrange.json``."""
-    parser = argparse.ArgumentParser(prog="python -m monitoring.grafana.dashboard", description=__doc__.split("\n\n")[0])
+    parser = CommandParser(prog="python -m monitoring.grafana.dashboard", description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if midrange.json is out of date")
     args = parser.parse_args(argv)
     text = render()

@@ -13,8 +13,17 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from core.bounds import shown
+from core.command import CommandParser
 from pipeline.config.errors import ConfigError
-from pipeline.config.files import apply_override, load_toml, parse_value
+from pipeline.config.files import (
+    MAX_NESTING,
+    MAX_VALUE_CHARS,
+    apply_override,
+    load_toml,
+    nesting,
+    parse_value,
+)
 from pipeline.config.sections import ACTOR_PROCESSES, DISPLAYS, RING_PLACEMENTS
 from pipeline.run.rundir import run_dir_of
 
@@ -52,7 +61,7 @@ FLAG_KEYS: dict[str, str] = {
 
 def build_parser() -> argparse.ArgumentParser:
     """The launcher's argument parser."""
-    p = argparse.ArgumentParser(
+    p = CommandParser(
         prog="python -m pipeline.launch",
         description="Train a mid-range air-combat policy with async actors and a PPO learner.",
         allow_abbrev=False,
@@ -112,13 +121,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_kwargs(text: str) -> dict[str, Any]:
-    """``--env-kwargs``: a JSON object or a TOML inline table."""
+    """``--env-kwargs``: a JSON object or a TOML inline table (as long and as deeply nested as
+    a ``--set`` value may be)."""
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        value = parse_value(text)
+        if nesting(text) > MAX_NESTING:  # json.loads recurses as deep as the text nests
+            raise ConfigError(f"lists and tables nested {nesting(text)} deep (at most {MAX_NESTING})")
+        try:
+            value = json.loads(text) if len(text) <= MAX_VALUE_CHARS else None
+        except json.JSONDecodeError:
+            value = None
+        if value is None:
+            value = parse_value(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"expected a JSON object or a TOML inline table, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a JSON object or a TOML inline table, got {shown(text)}")
     return value
 
 
@@ -135,7 +152,11 @@ def parse_config(argv: Sequence[str] | None = None) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep:
             raise ConfigError(f"--set needs KEY=VALUE, got {item!r}")
-        apply_override(data, key.strip(), parse_value(value.strip()))
+        try:
+            parsed = parse_value(value.strip())
+        except ConfigError as exc:
+            raise ConfigError(f"--set {key.strip()[:60]}: {exc}") from None
+        apply_override(data, key.strip(), parsed)
     for dest, key in FLAG_KEYS.items():
         value = getattr(args, dest)
         if value is not None:

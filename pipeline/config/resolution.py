@@ -9,9 +9,11 @@ from typing import Any
 
 from core.coerce import coerce
 from learner.ppo_config import PPOConfig
+from learner.spaces import ActionSpec
 from pipeline.config.devices import device_is_cuda, pick_device, usable_cores
 from pipeline.config.env_workers import default_workers_per_actor
 from pipeline.config.errors import ConfigError
+from pipeline.config.files import check_writable
 from pipeline.config.recipe import sim_policy_bias
 from pipeline.config.sections import (
     PPO_DERIVED,
@@ -30,6 +32,10 @@ def _table(data: dict[str, Any], name: str) -> dict[str, Any]:
     if not isinstance(table, dict):
         raise ConfigError(f"[{name}] must be a table, got {table!r}")
     return dict(table)
+
+
+def _coerce_section(name: str, cls: type[Any], table: dict[str, Any]) -> Any:
+    return coerce(cls, table, where=name, unknown="unknown option(s) in [{where}]: {names}", error=ConfigError)
 
 
 def _check_gym_options(env: str, t: dict[str, dict[str, Any]], device: str) -> None:
@@ -61,6 +67,8 @@ def resolve(data: dict[str, Any], device: str | None = None) -> PipelineConfig:
     if unknown:
         raise ConfigError(f"unknown config section(s): {', '.join(unknown)}")
     t = {name: _table(data, name) for name in (*SECTIONS, "sim", "ppo")}
+    for name, cls in SECTIONS.items():  # the user's own values have their types before any is used
+        _coerce_section(name, cls, t[name])
     if device is None:  # the user's device: it must exist
         requested = t["run"].get("device", RunConfig.device)
         if not isinstance(requested, str):
@@ -72,6 +80,10 @@ def resolve(data: dict[str, Any], device: str | None = None) -> PipelineConfig:
     if env != "midrange":
         _check_gym_options(env, t, device)
         device = "cpu"
+    elif t["actors"].get("env_kwargs"):
+        raise ConfigError("actors.env_kwargs (--env-kwargs) applies to a Gymnasium env only; the "
+                          "air-combat sim takes its options from [sim] (--set sim.FIELD=VALUE)")
+    check_writable("actors.env_kwargs", t["actors"].get("env_kwargs", {}))
     cuda = device_is_cuda(device)
     t["run"]["device"] = device
     count = t["actors"].get("count", ActorsConfig.count)
@@ -128,11 +140,7 @@ def resolve(data: dict[str, Any], device: str | None = None) -> PipelineConfig:
                                    "num_minibatches": 2, "learning_rate": 1e-3}
         for key, value in cpu_ppo.items():
             t["ppo"].setdefault(key, value)
-    parts: dict[str, Any] = {
-        name: coerce(cls, t[name], where=name, unknown="unknown option(s) in [{where}]: {names}",
-                     error=ConfigError)
-        for name, cls in SECTIONS.items()
-    }
+    parts: dict[str, Any] = {name: _coerce_section(name, cls, t[name]) for name, cls in SECTIONS.items()}
     try:
         parts["sim"] = SimConfig.from_dict(t["sim"])
     except (ValueError, TypeError) as exc:
@@ -149,6 +157,11 @@ def resolve(data: dict[str, Any], device: str | None = None) -> PipelineConfig:
         ppo = PPOConfig.from_dict(t["ppo"])
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"ppo: {exc}") from None
+    if env == "midrange" and ppo.policy_bias:
+        head = ActionSpec.for_sim(config.sim).num_logits
+        if len(ppo.policy_bias) != head:
+            raise ConfigError(f"ppo.policy_bias has {len(ppo.policy_bias)} values but the policy head has "
+                              f"{head} outputs (the sim's {config.sim.action_mode} actions; [] means zeros)")
     if config.samples_per_batch % ppo.num_minibatches:
         raise ConfigError(
             f"ppo.num_minibatches ({ppo.num_minibatches}) must divide the batch of "

@@ -8,6 +8,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.bounds import Bounds, count, positive
 from learner.ppo_config import PPOConfig
 from pipeline.config.devices import device_is_cuda
 from sim.config import SimConfig
@@ -260,6 +261,51 @@ SECTIONS: dict[str, type] = {
 }
 PPO_DERIVED = ("total_updates", "seed")
 """``[ppo]`` fields a run derives (from ``run.total_steps`` and ``run.seed``), never set."""
+
+
+
+
+SECTION_BOUNDS: dict[str, dict[str, Bounds]] = {
+    "run": {
+        "seed": count(0, 2**32 - 1),
+        "total_steps": count(1, 10**15),
+        "log_interval_s": positive(86_400.0),
+        "checkpoint_interval_s": positive(1e7),
+        "keep_checkpoints": count(1, 10_000),
+        "eval_episodes": count(0, 1_000_000),
+        "eval_replays": count(0, 1000),
+        "actor_threads": count(1, 1024),
+        "metrics_port": count(-1, 65_535),
+        "profile": count(0, 10_000),
+        "max_actor_failures": count(1, 1_000_000),
+    },
+    "actors": {
+        "count": count(1, 1024),
+        "workers_per_actor": count(0, 1024),
+        "envs_per_actor": count(1, 2**30),
+        "rollout_len": count(1, 65_536),
+        "learning_side": count(0, 1),
+    },
+    "ring": {"slots": count(1, 65_536)},
+    "intake": {"slots_per_batch": count(1, 65_536), "max_policy_lag": count(0, 10**9)},
+    "league": {
+        "groups_per_actor": count(1, 2**30),
+        "hold_chunks": count(1, 10**9),
+        "snapshot_every": count(1, 10**9),
+        "snapshot_until": positive(1.0),
+        "max_snapshots": count(1, 10_000),
+        "self_play": Bounds(0.0, 1.0),
+        "latest": Bounds(0.0, 1.0),
+        "pfsp_power": Bounds(0.0, 100.0),
+        "pfsp_floor": positive(1.0),
+        "window_games": count(1, 10**9),
+    },
+}
+"""The range of each number of the pipeline's sections, by section and field (``[sim]`` and
+``[ppo]`` declare theirs in ``sim.config.SIM_BOUNDS`` and ``learner.ppo_config.PPO_BOUNDS``).
+The counts are bounded by what one run can do: a thousand actors, a million evaluation
+episodes; the environments (2**30 an actor) are bounded only to keep every product of sizes
+finite, the memory check before a run refuses far fewer."""
 
 
 SIM_ONLY = ("actors.opponent", "actors.reward", "actors.learning_side")
