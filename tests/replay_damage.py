@@ -234,7 +234,11 @@ def record_fight(folder: Path, agent: str = "shooter", opponent: str = "pursuit"
     return path
 
 
-def crafted_replays(real: bytes, seed: int = 28, flips: int = 40) -> dict[str, bytes]:
+FLIPS = 40
+"""Files with seeded flipped bytes among the crafted ones."""
+
+
+def crafted_replays(real: bytes, seed: int = 28, flips: int = FLIPS) -> dict[str, bytes]:
     """Every crafted file made from the real replay ``real``: the cases of :data:`CASES`, the
     file cut at the start, middle and end of every object, and ``flips`` files with one to
     three seeded bytes flipped."""
