@@ -15,6 +15,7 @@ from pathlib import Path
 
 from core.command import CommandParser, run_command
 from pipeline.drawing.png import require_matplotlib, save_figure
+from pipeline.drawing.report import say
 from pipeline.run.progress_log import PROGRESS_FILE, read_progress
 
 Curve = dict[str, list[float]]
@@ -94,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
         raise ValueError(f"--png {args.png}: give a file name in an existing folder")
     opponents = [o.strip() for o in args.opponents.split(",") if o.strip()] if args.opponents else None
     lines = plot_runs(args.runs, args.png, args.title, opponents)
-    print(f"wrote {args.png} ({len(args.runs)} runs, {lines} curves)")
+    say(f"wrote {args.png} ({len(args.runs)} runs, {lines} curves)")
 
 
 def run(argv: list[str] | None = None) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from core.command import CommandParser, run_command
+from pipeline.drawing.report import say
+from sim.replay.episode import printable
 from sim.replay.format import Replay, ReplayError, load_replay
 
 
@@ -146,21 +149,44 @@ def build_parser(outputs: tuple[Output, ...] = OUTPUTS) -> argparse.ArgumentPars
 
 
 def summary(replay: Replay) -> str:
-    """The header, outcome and events as text."""
+    """The header, outcome and events as text; what comes from the file is printed with its
+    control characters escaped (:func:`sim.replay.episode.printable`)."""
     h = replay.header
-    agents = h.get("agents", {})
     lines = [
         f"{replay.path}: replay format {'.'.join(map(str, h.get('version', [])))}, "
         f"{replay.num_frames} frames, {float(replay.arrays['t_s'][-1]):.1f} s",
-        f"red: {agents.get('red', '?')}  blue: {agents.get('blue', '?')}  scenario {h.get('scenario')}  "
-        f"seed {h.get('seed')}  env {h.get('env_index')} episode {h.get('episode')}",
-        f"outcome: {replay.outcome}",
+        f"red: {replay.agent('red')}  blue: {replay.agent('blue')}  "
+        + printable(f"scenario {h.get('scenario')}  seed {h.get('seed')}  env {h.get('env_index')} "
+                    f"episode {h.get('episode')}"),
+        f"outcome: {printable(str(replay.outcome))}",
         "events:",
     ]
     for e in replay.events:
         rest = ", ".join(f"{k}={v}" for k, v in e.items() if k not in ("t_s", "frame", "kind"))
-        lines.append(f"  {float(e['t_s']):7.1f} s  {e['kind']:<13} {rest}")
+        lines.append(f"  {float(e['t_s']):7.1f} s  {e['kind']:<13} {printable(rest)}")
     return "\n".join(lines)
+
+
+MAX_FPS = 120.0
+"""The most pictures per second an animation may ask for."""
+MAX_SPEED = 10_000.0
+"""The most sim seconds per second of video."""
+MAX_PIXELS = 4096 * 2160
+"""The largest picture (width x height) of an animation: a 4K frame."""
+
+
+def check_options(args: argparse.Namespace) -> None:
+    """Refuse animation options out of range (``ValueError`` naming the option): ``--fps`` in
+    (0, :data:`MAX_FPS`], ``--speed`` in (0, :data:`MAX_SPEED`], ``--size`` at most
+    :data:`MAX_PIXELS` pixels."""
+    for name, high, unit in (("fps", MAX_FPS, "pictures per second"), ("speed", MAX_SPEED, "sim seconds per second")):
+        value = getattr(args, name, None)
+        if value is not None and not (math.isfinite(value) and 0 < value <= high):
+            raise ValueError(f"--{name} must be a number > 0 and at most {high:g} ({unit}), got {value:g}")
+    size = getattr(args, "size", None)
+    if size is not None and size[0] * size[1] > MAX_PIXELS:
+        raise ValueError(f"--size {size[0]}x{size[1]} is too large: at most {MAX_PIXELS} pixels "
+                         "(e.g. 4096x2160, 3840x2160)")
 
 
 def check_requirements(wanted: list[Output]) -> None:
@@ -182,18 +208,19 @@ def check_output_path(flag: str, path: Path) -> None:
 def main(argv: list[str] | None = None, outputs: tuple[Output, ...] = OUTPUTS) -> dict[str, Any]:
     """Render the replay as asked; returns ``{flag: path}`` of what was written."""
     args = build_parser(outputs).parse_args(argv)
+    check_options(args)
     wanted = [o for o in outputs if getattr(args, o.dest) is not None]
     check_requirements(wanted)
     for out in wanted:
         check_output_path(out.flag, getattr(args, out.dest))
     replay = load_replay(args.file)
     if not wanted:
-        print(summary(replay))
+        say(summary(replay))
     written: dict[str, Any] = {}
     for out in wanted:
         path = getattr(args, out.dest)
         what = out.write(replay, path, args)
-        print(f"wrote {path} ({what})")
+        say(f"wrote {path} ({what})")
         written[out.flag] = path
     return written
 

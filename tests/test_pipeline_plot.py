@@ -13,6 +13,7 @@ import pytest
 from pipeline.plot import load_curves
 from pipeline.plot import main as plot_main
 from pipeline.run.progress_log import COLUMNS, ProgressLog, progress_rows, read_progress
+from tests.full_disk import run_on_full_disk
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -100,3 +101,20 @@ def test_plot_keeps_only_the_opponents_asked_for(tmp_path, capsys):
     assert "(1 runs, 1 curves)" in capsys.readouterr().out
     with pytest.raises(ValueError, match="no curves to draw against shooter"):
         plot_main([str(run), "--png", str(tmp_path / "none.png"), "--opponents", "shooter"])
+
+
+def test_full_disk_and_full_standard_output_name_what_failed(tmp_path):
+    """A picture that cannot be written names its path; a standard output on /dev/full is named
+    too (it said ``cannot write None``); one line, exit 1, no file left behind."""
+    pytest.importorskip("matplotlib")
+    run = tmp_path / "run"
+    _write_run(run, [(1000, 1.0, 0.1), (2000, 2.0, 0.2)])
+    with open("/dev/full", "w") as full:
+        p = subprocess.run([sys.executable, "-m", "pipeline.plot", str(run), "--png", str(tmp_path / "c.png")],
+                           cwd=ROOT, stdout=full, stderr=subprocess.PIPE, text=True, timeout=300)
+    assert p.returncode == 1
+    assert p.stderr == "error: cannot write standard output: no space left on device\n"
+    tiny = tmp_path / "tiny"
+    p = run_on_full_disk(tiny, "pipeline.plot", [str(run), "--png", f"{tiny}/c.png"])
+    assert p.returncode == 1
+    assert p.stderr == f"error: cannot write {tiny}/c.png: no space left on device\n"

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
-from pipeline.evaluate import main as evaluate_main
 from pipeline.replay import OUTPUTS, Output, main
 from sim.replay.format import Replay, load_replay
+from tests.full_disk import run_on_full_disk
+from tests.replay_damage import record_fight
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,16 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def replay_path(tmp_path_factory) -> Path:
     """A head-on fight of shooter (red) against pursuit: a launch, a hit and a kill."""
-    out = tmp_path_factory.mktemp("replays")
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        evaluate_main(["--agent", "shooter", "--opponents", "pursuit", "--episodes", "2",
-                       "--scenario", "head_on", "--record", str(out), "--record-episodes", "1"])
-    finally:
-        torch.set_num_threads(before)
-    (path,) = out.glob("*.replay")
-    return path
+    return record_fight(tmp_path_factory.mktemp("replays"))
 
 
 # ---------------------------------------------------------------- an independent ACMI reader
@@ -209,3 +200,27 @@ def test_cli_summary_and_bad_files(replay_path, tmp_path):
     nodir = subprocess.run([sys.executable, "-m", "pipeline.replay", str(replay_path), "--png",
                             str(tmp_path / "missing" / "x.png")], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert nodir.returncode == 2 and "does not exist" in nodir.stderr
+
+
+def test_full_disk_names_the_output_and_says_why_in_one_line(replay_path, tmp_path):
+    """A full disk: the PNG's path and ``no space left on device``; an MP4 whose ffmpeg fails:
+    one line with ffmpeg's last message (it printed a dozen lines of ffmpeg and exited 0, the
+    file cut short); a standard output on /dev/full is named (it said ``cannot write None``)."""
+    pytest.importorskip("matplotlib")
+    tiny = tmp_path / "tiny"
+    p = run_on_full_disk(tiny, "pipeline.replay", [str(replay_path), "--png", f"{tiny}/f.png"])
+    assert p.returncode == 1
+    assert p.stderr == f"error: cannot write {tiny}/f.png: no space left on device\n"
+    if _has_ffmpeg():
+        p = run_on_full_disk(tmp_path / "tiny2", "pipeline.replay", [str(replay_path), "--mp4", f"{tmp_path}/tiny2/f.mp4",
+                                                "--size", "320x240"])
+        assert p.returncode == 1
+        assert p.stderr.count("\n") == 1, p.stderr
+        assert p.stderr.startswith(f"error: cannot write {tmp_path}/tiny2/f.mp4: ffmpeg exited with status ")
+        assert "no space left on device" in p.stderr
+    with open("/dev/full", "w") as full:
+        p = subprocess.run([sys.executable, "-m", "pipeline.replay", str(replay_path), "--acmi",
+                            str(tmp_path / "f.acmi")], cwd=ROOT, stdout=full, stderr=subprocess.PIPE, text=True,
+                           timeout=300)
+    assert p.returncode == 1
+    assert p.stderr == "error: cannot write standard output: no space left on device\n"

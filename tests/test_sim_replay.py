@@ -14,7 +14,14 @@ from agents import make_agent
 from pipeline.evaluate import main as evaluate_main
 from pipeline.evaluation.recording import replay_header
 from sim import BatchedSim, SimConfig
-from sim.replay.format import ReplayError, ReplayReader, ReplayWriter, load_replay, read_header
+from sim.replay.format import (
+    ReplayError,
+    ReplayReader,
+    ReplayWriter,
+    frame_shapes,
+    load_replay,
+    read_header,
+)
 from sim.replay.recorder import Recorder
 
 
@@ -191,3 +198,32 @@ def test_evaluate_record_refuses_what_it_cannot_record(tmp_path):
     with pytest.raises(ValueError, match="is a file, not a folder"):
         evaluate_main(["--agent", "straight", "--episodes", "2", "--record", str(tmp_path / "file")])
     assert not (tmp_path / "r").exists()
+
+
+def test_unknown_event_kinds_are_dropped_only_from_a_newer_minor_version(tmp_path):
+    path = _one_replay(tmp_path)
+    unpacker = msgpack.Unpacker(raw=False)
+    unpacker.feed(path.read_bytes())
+    objs = list(unpacker)
+    objs[1]["events"].append({"t_s": 0.0, "frame": 0, "kind": "radar_lock", "side": 0})
+    for version, readable in (([1, 0], False), ([1, 3], True)):
+        objs[0]["version"] = version
+        other = tmp_path / f"kinds-{version[1]}.replay"
+        other.write_bytes(b"".join(msgpack.packb(o, use_bin_type=True) for o in objs))
+        if readable:
+            assert [e["kind"] for e in load_replay(other).events] == [e["kind"] for e in load_replay(path).events]
+        else:
+            with pytest.raises(ReplayError, match=r"block 1: an event of unknown kind 'radar_lock'"):
+                load_replay(other)
+
+
+def test_a_writer_refuses_a_block_larger_than_a_reader_reads(tmp_path):
+    config = SimConfig()
+    sim = BatchedSim(1, config, seed=0)
+    n = (64 << 20) // 400  # frames of some 474 bytes: over 64 MiB in one block
+    shapes = frame_shapes(config.missiles_per_fighter)
+    arrays = {k: np.zeros((n, *shape), dtype=dtype) for k, (dtype, shape) in shapes.items()}
+    with ReplayWriter(tmp_path / "big.replay", replay_header(sim, 0, 0, "a", "b")) as writer, \
+            pytest.raises(ValueError, match="more than the 64 MiB a reader reads"):
+        writer.write_frames(arrays)
+    assert not list(tmp_path.iterdir())

@@ -17,7 +17,6 @@ from pipeline.drawing.spacetime import (
     spacetime_geometry,
     write_spacetime,
 )
-from pipeline.evaluate import main as evaluate_main
 from pipeline.replay import main as replay_main
 from sim import SimConfig
 from sim.reach.missile import cached_tables
@@ -25,6 +24,7 @@ from sim.reach.spacetime import reach_by_time
 from sim.reach.tables import target_paths
 from sim.reach.threat import threat_region
 from sim.replay.format import load_replay
+from tests.replay_damage import record_fight
 
 pytest.importorskip("matplotlib")
 from matplotlib.path import Path as MplPath
@@ -102,14 +102,7 @@ def test_paths_start_at_the_fighters_and_the_escape_turns_away():
 
 
 def test_a_recorded_fight_is_drawn(tmp_path: Path):
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        evaluate_main(["--agent", "crank", "--opponents", "shooter", "--episodes", "1",
-                       "--scenario", "head_on", "--record", str(tmp_path), "--record-episodes", "1"])
-    finally:
-        torch.set_num_threads(before)
-    (path,) = tmp_path.glob("*.replay")
+    path = record_fight(tmp_path, "crank", "shooter", episodes=1)
     replay = load_replay(path)
     state = write_spacetime(replay, tmp_path / "st.png", at_s=5.2)
     assert state.t_s == pytest.approx(5.0)

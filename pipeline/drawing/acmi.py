@@ -94,11 +94,9 @@ def _reference_time(replay: Replay) -> str:
 
 def _write(replay: Replay, out: IO[str]) -> None:
     a = replay.arrays
-    cfg = replay.header.get("sim_config", {})
-    fighter_radius = float(cfg.get("fighter", {}).get("min_turn_radius_m", 1000.0))
-    missile_radius = float(cfg.get("missile", {}).get("min_turn_radius_m", 1000.0))
-    agents = replay.header.get("agents", {})
-    names = (_escape(str(agents.get("red", "red"))), _escape(str(agents.get("blue", "blue"))))
+    fighter_radius = replay.config.fighter.min_turn_radius_m
+    missile_radius = replay.config.missile.min_turn_radius_m
+    names = (_escape(replay.agent("red")), _escape(replay.agent("blue")))
     out.write("FileType=text/acmi/tacview\nFileVersion=2.2\n")
     out.write(f"0,ReferenceTime={_reference_time(replay)}\n")
     out.write(f"0,ReferenceLongitude={REFERENCE_LONGITUDE:g}\n0,ReferenceLatitude={REFERENCE_LATITUDE:g}\n")

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from core.files import atomic_write
+from sim.replay.episode import printable
 from sim.replay.format import Replay
 
 SIDE_NAMES = ("red", "blue")
@@ -41,11 +42,10 @@ def short_spec(spec: str) -> str:
 
 def outcome_text(replay: Replay) -> str:
     """``red: A vs blue: B · blue wins (kill) at 20.9 s``."""
-    agents = {k: short_spec(str(v)) for k, v in replay.header.get("agents", {}).items()}
     o = replay.outcome
     winner = o.get("winner", "?")
     result = "draw" if winner == "draw" else f"{winner} wins"
-    return (f"red: {agents.get('red', '?')} vs blue: {agents.get('blue', '?')} · {result} "
+    return (f"red: {short_spec(replay.agent('red'))} vs blue: {short_spec(replay.agent('blue'))} · {result} "
             f"({o.get('end_reason', '?')}) at {float(o.get('t_s', 0.0)):.1f} s")
 
 
@@ -109,14 +109,15 @@ def write_png(replay: Replay, path: Path, tick_s: float | None = None) -> None:
         ax.set_xlabel("x (km, east)")
         ax.set_ylabel("y (km, north)")
         ax.grid(True, color="#e0e0e0")
-        ax.set_title(outcome_text(replay), fontsize=10)
+        ax.set_title(outcome_text(replay), fontsize=10, parse_math=False)
         span = max(np.ptp(a["f_x"]), np.ptp(a["f_y"]), 1.0) * km
         bar = _nice_length(span / 5)
         ax.add_artist(AnchoredSizeBar(ax.transData, bar, f"{bar:g} km", "lower left", pad=0.6,
                                       frameon=False, size_vertical=span / 300))
         ax.legend(loc="upper right", fontsize=8, framealpha=0.9)
         fig.text(0.01, 0.005, f"dots every {tick_s:g} s · dashed: motor burnt out · "
-                 f"{replay.path.name if replay.path else ''}", fontsize=7, color="#555555")
+                 f"{printable(replay.path.name) if replay.path else ''}", fontsize=7, color="#555555",
+                 parse_math=False)
         fig.tight_layout()
         save_figure(fig, path)
     finally:

@@ -87,7 +87,7 @@ def fight_state(replay: Replay, at_s: float | None = None, own: int = 0) -> Figh
         return float(a[name][i][0]), float(a[name][i][1])
 
     return FightState(
-        config=SimConfig.from_dict(dict(replay.header["sim_config"])), t_s=float(t[i]), own=own,
+        config=replay.config, t_s=float(t[i]), own=own,
         x=pair("f_x"), y=pair("f_y"), vx=pair("f_vx"), vy=pair("f_vy"),
         rudder=pair("f_rudder"), throttle=pair("f_throttle"),
         future_t_s=t[i:] - t[i], future_x=fx, future_y=fy,
@@ -235,7 +235,7 @@ def draw_spacetime(state: FightState, geom: SpacetimeGeometry, title: str = "") 
     sm = plt.cm.ScalarMappable(cmap=cmap, norm=plt.Normalize(0, horizon))
     fig.colorbar(sm, ax=ax2, fraction=0.04, pad=0.02, label="s")
     fig.text(0.01, 0.01, summary_text(state, geom.summary), fontsize=9, family="monospace", va="bottom")
-    fig.suptitle(title or f"spacetime graph at {state.t_s:.1f} s", fontsize=11)
+    fig.suptitle(title or f"spacetime graph at {state.t_s:.1f} s", fontsize=11, parse_math=False)
     fig.subplots_adjust(left=0.02, right=0.97, top=0.92, bottom=0.16, wspace=0.12)
     return fig
 
@@ -247,8 +247,7 @@ def write_spacetime(replay: Replay, path: Path, at_s: float | None = None, own: 
     plt = require_matplotlib("--spacetime")
     state = fight_state(replay, at_s, own)
     geom = spacetime_geometry(state, horizon_s)
-    agents = replay.header.get("agents", {})
-    title = (f"spacetime graph · red: {agents.get('red', '?')} vs blue: {agents.get('blue', '?')} · "
+    title = (f"spacetime graph · red: {replay.agent('red')} vs blue: {replay.agent('blue')} · "
              f"at {state.t_s:.1f} s, horizon {horizon_s:g} s")
     fig = draw_spacetime(state, geom, title)
     try:

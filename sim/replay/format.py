@@ -15,8 +15,9 @@ A replay is a sequence of msgpack objects (maps), written one after another:
 The file is written under a temporary name (``.NAME.<pid>.tmp``) and renamed at :meth:`close`,
 so a replay on disk is whole. A reader refuses, with a :class:`ReplayError` saying which: a file
 that is not a replay, a newer major version, a file cut short (no end record, or half an
-object at the end), and a block that does not match the header's fields. A newer minor version
-is read (unknown keys and arrays are ignored).
+object at the end), and any header, block, event or end record that breaks the format
+(:mod:`sim.replay.checks`: types, shapes, finite values, limits that bound memory). A newer
+minor version is read (unknown keys, arrays, record types and event kinds are ignored).
 
 Frame arrays (``F`` frames, ``M`` missile slots per side; side 0 red, 1 blue; x east, y north):
 
@@ -63,6 +64,22 @@ import msgpack
 import numpy as np
 
 from core.files import AtomicFile
+from sim.replay.checks import (
+    EVENT_FIELDS,
+    MAX_FRAME_BYTES,
+    MAX_MISSILE_SLOTS,
+    MAX_OBJECT_BYTES,
+    check_arrays,
+    check_end,
+    check_event,
+    check_header,
+    max_events,
+    max_frames,
+)
+from sim.replay.episode import MissilePath, Replay, printable
+
+__all__ = ["FORMAT_NAME", "VERSION", "MissilePath", "Replay", "ReplayError", "ReplayReader", "ReplayWriter",
+           "frame_shapes", "load_replay", "read_header"]
 
 FORMAT_NAME = "midrange-replay"
 VERSION = (1, 0)
@@ -101,68 +118,6 @@ def frame_shapes(missiles_per_fighter: int) -> dict[str, tuple[str, tuple[int, .
     """Name -> (dtype, per-frame shape) for ``missiles_per_fighter`` slots per side."""
     sizes = {"side": 2, "slot": missiles_per_fighter}
     return {k: (dt, tuple(sizes[d] for d in dims)) for k, (dt, dims) in FRAME_FIELDS.items()}
-
-
-@dataclass
-class Replay:
-    """A whole replay in memory (:func:`load_replay`): the header, every frame array
-    (``arrays[name]`` is ``[F, ...]``, see the module docstring), the events and the outcome."""
-
-    header: dict[str, Any]
-    arrays: dict[str, np.ndarray]
-    events: list[dict[str, Any]]
-    outcome: dict[str, Any]
-    path: Path | None = None
-
-    @property
-    def num_frames(self) -> int:
-        return int(self.arrays["t_s"].shape[0])
-
-    @property
-    def missiles_per_fighter(self) -> int:
-        return int(self.header["missiles_per_fighter"])
-
-    def frame(self, i: int) -> dict[str, np.ndarray]:
-        """Frame ``i`` as name -> array (views into :attr:`arrays`)."""
-        return {k: v[i] for k, v in self.arrays.items()}
-
-    def missile_paths(self) -> list[MissilePath]:
-        """Every missile of the episode, in launch order: the frames it flew in, plus the frame
-        it was lost in (its last position) when it was lost before the episode's end."""
-        ids, active = self.arrays["m_id"], self.arrays["m_active"]
-        paths: dict[int, MissilePath] = {}
-        for s in range(2):
-            for j in range(ids.shape[2]):
-                for number in np.unique(ids[:, s, j]):
-                    if number < 0:
-                        continue
-                    mine = ids[:, s, j] == number
-                    flying = np.flatnonzero(mine & active[:, s, j])
-                    if not flying.size:
-                        continue
-                    last = int(flying[-1])
-                    lost = last + 1 < self.num_frames and bool(mine[last + 1]) and not active[last + 1, s, j]
-                    frames = np.append(flying, last + 1) if lost else flying
-                    paths[int(number)] = MissilePath(
-                        int(number), s, j, frames, self.arrays["m_x"][frames, s, j].astype(np.float64),
-                        self.arrays["m_y"][frames, s, j].astype(np.float64), lost)
-        return [paths[k] for k in sorted(paths)]
-
-
-@dataclass
-class MissilePath:
-    """One missile's flight in a replay (see :meth:`Replay.missile_paths`)."""
-
-    missile: int
-    """Its number in the episode (``m_id``)."""
-    side: int
-    slot: int
-    frames: np.ndarray
-    """Frame indices, launch first; the last is the frame it was lost in if ``lost``."""
-    x: np.ndarray
-    y: np.ndarray
-    lost: bool
-    """It was lost (hit, spent, target gone) before the episode ended."""
 
 
 @dataclass
@@ -213,7 +168,13 @@ class ReplayWriter:
             if a.shape != (n, *shape):
                 raise ValueError(f"write_frames: {name} must have shape {(n, *shape)}, got {a.shape}")
             packed[name] = a.tobytes()
-        self._write({"type": "frames", "count": n, "arrays": packed, "events": list(events or [])})
+        block = self._packer.pack({"type": "frames", "count": n, "arrays": packed, "events": list(events or [])})
+        if len(block) > MAX_OBJECT_BYTES:
+            raise ValueError(f"write_frames: a block of {n} frames takes {len(block)} bytes, more than the "
+                             f"{MAX_OBJECT_BYTES >> 20} MiB a reader reads: write fewer frames at a time")
+        if self._file is None:
+            raise ValueError(f"replay {self.path} is already closed")
+        self._file.handle.write(block)
         self._frames += n
 
     def close(self, outcome: dict[str, Any]) -> Path:
@@ -248,11 +209,14 @@ class ReplayWriter:
 
 class ReplayReader:
     """Reads a replay as a stream. ``with ReplayReader(path) as r:`` then ``r.header``,
-    ``for frame in r.frames()`` (one dict of arrays per frame), or ``r.blocks()``; the events
-    and outcome are known once the stream has been read (``r.events``, ``r.outcome``).
+    ``r.config``, ``for frame in r.frames()`` (one dict of arrays per frame), or ``r.blocks()``;
+    the events and outcome are known once the stream has been read (``r.events``,
+    ``r.outcome``).
 
-    The header is checked at opening; the end of the stream is checked when it is reached, so
-    a truncated file raises :class:`ReplayError` from the iterator, after its whole frames.
+    The header is checked at opening, each block and the end record as they are reached
+    (:mod:`sim.replay.checks`), so a damaged or truncated file raises :class:`ReplayError` from
+    the iterator, after its whole frames. Blocks without frames are skipped; one object larger
+    than :data:`~sim.replay.checks.MAX_OBJECT_BYTES` is refused, so memory stays bounded.
     """
 
     def __init__(self, path: str | Path) -> None:
@@ -263,10 +227,13 @@ class ReplayReader:
             raise ReplayError(f"cannot open replay {self.path}: {(exc.strerror or str(exc)).lower()}") from None
         self._size = os.fstat(self._file.fileno()).st_size
         self._unpacker = msgpack.Unpacker(self._file, raw=False, strict_map_key=False,
-                                          max_buffer_size=1 << 30)
+                                          max_buffer_size=MAX_OBJECT_BYTES, max_array_len=1 << 16,
+                                          max_map_len=1 << 12)
         self.events: list[dict[str, Any]] = []
         self.outcome: dict[str, Any] | None = None
         self._frames = 0
+        self._blocks = 0
+        self._last_t_s = 0.0
         try:
             self.header = self._check_header(self._next("its header"))
         except BaseException:
@@ -274,9 +241,11 @@ class ReplayReader:
             raise
         m = self.header["missiles_per_fighter"]
         self.shapes = frame_shapes(m)
+        self._max_frames = min(max_frames(self.config),
+                               MAX_FRAME_BYTES // sum(_frame_bytes(dt, sh) for dt, sh in self.shapes.values()))
 
     def _error(self, why: str) -> ReplayError:
-        return ReplayError(f"{self.path}: {why}")
+        return ReplayError(printable(f"{self.path}: {why}", limit=2000))
 
     def _next(self, what: str) -> Any:
         try:
@@ -284,14 +253,18 @@ class ReplayReader:
         except msgpack.OutOfData:
             raise self._error(f"truncated: the file ends before {what} ({self._size} bytes, "
                               f"{self._frames} whole frames); the writer was interrupted") from None
-        except (ValueError, msgpack.UnpackException, msgpack.ExtraData) as exc:
-            raise self._error(f"not a readable replay ({type(exc).__name__}: {exc})") from None
+        except msgpack.BufferFull:
+            raise self._error(f"{what}: an object larger than {MAX_OBJECT_BYTES >> 20} MiB (a block "
+                              "holds at most that)") from None
+        except (ValueError, msgpack.UnpackException, msgpack.ExtraData, RecursionError) as exc:
+            raise self._error(f"not a readable replay, at {what} ({type(exc).__name__}: {exc})") from None
 
     def _check_header(self, obj: Any) -> dict[str, Any]:
         if not isinstance(obj, dict) or obj.get("format") != FORMAT_NAME:
             raise self._error(f"not a replay file (no {FORMAT_NAME!r} header)")
         version = obj.get("version")
-        if not (isinstance(version, list) and len(version) == 2 and all(isinstance(v, int) for v in version)):
+        if not (isinstance(version, list) and len(version) == 2
+                and all(isinstance(v, int) and not isinstance(v, bool) for v in version)):
             raise self._error(f"bad format version {version!r}")
         if version[0] > VERSION[0]:
             raise self._error(
@@ -300,47 +273,82 @@ class ReplayReader:
         if version[0] < VERSION[0]:
             raise self._error(f"replay format {version[0]}.{version[1]} is older than this reader "
                               f"reads ({VERSION[0]}.x)")
+        self._newer_minor = version[1] > VERSION[1]
         m = obj.get("missiles_per_fighter")
-        if not isinstance(m, int) or m < 1:
-            raise self._error(f"header has no valid missiles_per_fighter ({m!r})")
+        if not isinstance(m, int) or isinstance(m, bool) or not 1 <= m <= MAX_MISSILE_SLOTS:
+            raise self._error(f"header: missiles_per_fighter must be an integer in 1..{MAX_MISSILE_SLOTS}, "
+                              f"got {m!r}")
+        try:
+            self.config = check_header(obj, frame_shapes(m))
+        except ValueError as exc:
+            raise self._error(f"header: {exc}") from None
         return obj
 
     def blocks(self) -> Iterator[tuple[dict[str, np.ndarray], list[dict[str, Any]]]]:
         """Each block's frame arrays (``[n, ...]``) and events, in order; checks the end."""
         while True:
             obj = self._next(f"its end record (after {self._frames} frames)")
+            self._blocks += 1
             kind = obj.get("type") if isinstance(obj, dict) else None
             if kind == "end":
-                if obj.get("frames") != self._frames:
-                    raise self._error(f"the end record counts {obj.get('frames')} frames, the file "
-                                      f"holds {self._frames}")
+                try:
+                    self.outcome = check_end(obj, self._frames)
+                except ValueError as exc:
+                    raise self._error(f"end record: {exc}") from None
                 if self._unpacker.tell() != self._size:
                     raise self._error(f"{self._size - self._unpacker.tell()} bytes after the end record")
-                self.outcome = dict(obj.get("outcome") or {})
                 return
+            if not isinstance(kind, str):
+                raise self._error(f"block {self._blocks}: not a record (a mapping with a type), after "
+                                  f"{self._frames} frames")
             if kind != "frames":
-                if kind is None:
-                    raise self._error(f"unexpected object after {self._frames} frames")
                 continue  # a record type of a newer minor version
-            block = self._decode(obj)
-            self.events.extend(block.events)
+            if obj.get("count") == 0 and not obj.get("events") and isinstance(obj.get("arrays"), dict):
+                continue  # no frames: nothing to check or keep
+            try:
+                block = self._decode(obj)
+            except ValueError as exc:
+                raise self._error(f"block {self._blocks}: {exc}") from None
             self._frames += int(obj["count"])
+            self.events.extend(block.events)
             yield block.arrays, block.events
 
     def _decode(self, obj: dict[str, Any]) -> _Block:
         n = obj.get("count")
         raw = obj.get("arrays")
-        if not isinstance(n, int) or n < 0 or not isinstance(raw, dict):
-            raise self._error(f"malformed frame block after {self._frames} frames")
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise ValueError(f"count must be an integer >= 0, got {n!r}")
+        if self._frames + n > self._max_frames:
+            raise ValueError(f"{self._frames + n} frames, more than the {self._max_frames} a replay of "
+                             f"this sim_config holds (one per decision and the start, at most "
+                             f"{MAX_FRAME_BYTES >> 20} MiB)")
+        if not isinstance(raw, dict):
+            raise ValueError(f"arrays must be a mapping of frame arrays, got {type(raw).__name__}")
+        events = obj.get("events", [])
+        if not isinstance(events, list):
+            raise ValueError(f"events must be a list, got {type(events).__name__}")
+        if len(self.events) + len(events) > max_events(self.header["missiles_per_fighter"]):
+            raise ValueError(f"{len(self.events) + len(events)} events, more than a fight of "
+                             f"{self.header['missiles_per_fighter']} missiles a side holds "
+                             f"({max_events(self.header['missiles_per_fighter'])})")
         arrays = {}
         for name, (dtype, shape) in self.shapes.items():
             data = raw.get(name)
-            expected = n * int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+            expected = n * _frame_bytes(dtype, shape)
             if not isinstance(data, bytes) or len(data) != expected:
-                raise self._error(f"frame block after {self._frames} frames: {name} has "
-                                  f"{len(data) if isinstance(data, bytes) else 'no'} bytes, expected {expected}")
+                raise ValueError(f"{name} has {len(data) if isinstance(data, bytes) else 'no'} bytes, "
+                                 f"expected {expected} ({n} frames)")
             arrays[name] = np.frombuffer(data, dtype=dtype).reshape(n, *shape)
-        return _Block(arrays, list(obj.get("events") or []))
+        m = self.header["missiles_per_fighter"]
+        check_arrays(arrays, m, self._last_t_s)
+        if n:
+            self._last_t_s = float(arrays["t_s"][-1])
+        kept = [e for e in events if check_event(e, m, self._frames, n)]
+        if len(kept) < len(events) and not self._newer_minor:
+            unknown = next(e for e in events if e not in kept)
+            raise ValueError(f"an event of unknown kind {unknown.get('kind')!r} (known: "
+                             f"{', '.join(EVENT_FIELDS)})")
+        return _Block(arrays, kept)
 
     def frames(self) -> Iterator[dict[str, np.ndarray]]:
         """One dict of arrays per frame (views into its block), in order."""
@@ -357,6 +365,10 @@ class ReplayReader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _frame_bytes(dtype: str, shape: tuple[int, ...]) -> int:
+    return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
 
 
 def read_header(path: str | Path) -> dict[str, Any]:
@@ -378,4 +390,4 @@ def load_replay(path: str | Path) -> Replay:
         }
         if joined["t_s"].shape[0] == 0:
             raise ReplayError(f"{path}: the replay holds no frames")
-        return Replay(reader.header, joined, reader.events, reader.outcome or {}, Path(path))
+        return Replay(reader.header, joined, reader.events, reader.outcome or {}, reader.config, Path(path))
