@@ -21,6 +21,7 @@ imports those modules first, while ``group.WORLD`` is still None.
 
 from __future__ import annotations
 
+import datetime
 import gc
 import importlib
 import os
@@ -55,12 +56,13 @@ _WORLD_BINDING_MODULES = (
 )
 
 
-def init_from_env(device: torch.device | str = "cpu") -> bool:
+def init_from_env(device: torch.device | str = "cpu", timeout: datetime.timedelta | None = None) -> bool:
     """Initialize the default process group from ``torchrun``'s environment variables.
 
     Does nothing and returns False when ``WORLD_SIZE`` is unset or 1, or a group already exists.
     The backend is NCCL for a CUDA ``device`` (whose index is then set from ``LOCAL_RANK``) and
-    gloo otherwise. Call :func:`shutdown` when the collectives are done.
+    gloo otherwise; ``timeout`` bounds joining the group and every collective (torch's default
+    when None). Call :func:`shutdown` when the collectives are done.
     """
     if not dist.is_available() or dist.is_initialized():
         return False
@@ -71,9 +73,9 @@ def init_from_env(device: torch.device | str = "cpu") -> bool:
     device = torch.device(device)
     if device.type == "cuda":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-        dist.init_process_group("nccl")
+        dist.init_process_group("nccl", timeout=timeout)
     else:
-        dist.init_process_group("gloo")
+        dist.init_process_group("gloo", timeout=timeout)
     return True
 
 

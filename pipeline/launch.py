@@ -33,12 +33,14 @@ from pipeline.config.flags import parse_config
 from pipeline.envs.choice import EnvFactory, is_sim
 from pipeline.evaluation.gym import evaluate_returns
 from pipeline.run.budget import Budget
+from pipeline.run.cuda_steps import step_description
 from pipeline.run.display import Display, make_display
 from pipeline.run.intake import BatchIntake
 from pipeline.run.loops import Run, drive
 from pipeline.run.parts import RunParts, build, check_resources
 from pipeline.run.progress import RETURN_WINDOW_EPISODES, RunFailed, RunProgress
-from pipeline.run.rundir import claim_run_dir, default_run_dir, run_dir_of
+from pipeline.run.ranks import Job, make_progress, open_job
+from pipeline.run.rundir import default_run_dir, run_dir_of
 from pipeline.run.scheduler import Scheduler
 from pipeline.transport.ring import RingStats
 
@@ -71,15 +73,15 @@ class RunResult:
     """Seconds the learner spent in its updates."""
 
 
-def make_logger(run_dir: Path) -> logging.Logger:
-    """A logger writing to ``run_dir/run.log`` (one per run directory)."""
-    log = logging.getLogger(f"pipeline.run.{run_dir.resolve()}")
+def make_logger(run_dir: Path, name: str = "run.log") -> logging.Logger:
+    """A logger writing to ``run_dir/name`` (one per run directory and name)."""
+    log = logging.getLogger(f"pipeline.run.{run_dir.resolve()}.{name}")
     log.setLevel(logging.INFO)
     log.propagate = False
     for h in list(log.handlers):
         log.removeHandler(h)
         h.close()
-    handler = logging.FileHandler(run_dir / "run.log")
+    handler = logging.FileHandler(run_dir / name)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     log.addHandler(handler)
     return log
@@ -118,15 +120,25 @@ def run(config: PipelineConfig) -> RunResult:
     """Run a resolved config to the end; raises ConfigError for bad values found late.
 
     Every input (plug-in specs, the checkpoint to resume, the metrics port, the memory it all
-    needs) is checked before anything is written; then the run directory is claimed.
+    needs) is checked before anything is written; then the run directory is claimed. Under
+    ``torchrun`` each rank runs this, as one rank of a job (:mod:`pipeline.run.ranks`).
     """
+    with open_job(config.run.device) as job:
+        return _run_rank(job, config)
+
+
+def _run_rank(job: Job, config: PipelineConfig) -> RunResult:
+    """:func:`run` as rank ``job.rank`` of ``job``."""
+    config = job.job_config(config)
+    text = config_text(config) + job.config_note()
+    path = job.agree_on_start(text, Path(config.run.run_dir) if config.run.run_dir else default_run_dir())
+    config = job.rank_config(config)
     if config.run.device == "cpu":
         # Several actor threads share few cores: one intra-op thread each avoids oversubscription.
         torch.set_num_threads(1)
     seed_global_generators(config.run.seed)
     check_resources(config)
     metrics = Metrics()
-    path = Path(config.run.run_dir) if config.run.run_dir else default_run_dir()
     parts = build(config, metrics, path)
     steps_done = 0
     resumed = run_dir_of(config.run.resume) if config.run.resume else None
@@ -154,15 +166,15 @@ def run(config: PipelineConfig) -> RunResult:
         except (MetricsPortInUseError, OSError) as exc:
             raise ConfigError(f"run.metrics_port: {exc}") from None
     try:
-        owned = claim_run_dir(path, config_text(config),
-                              resuming_here=resumed is not None and resumed.resolve() == path.resolve())
+        owned = job.claim_run_dir(path, text,
+                                  resuming_here=resumed is not None and resumed.resolve() == path.resolve())
     except BaseException:
         if exporter is not None:
             exporter.close()
         raise
     started = False
     try:
-        log = make_logger(path)
+        log = make_logger(path, job.log_name)
         display = make_display(config.run.display, log)
         for message in owned.messages:
             display.message(f"run directory: {message}")
@@ -173,7 +185,7 @@ def run(config: PipelineConfig) -> RunResult:
                 f" (port {config.run.metrics_port} was busy)")
             display.message(f"metrics: {exporter.url}{taken}")
         started = True
-        return _train(config, parts, metrics, display, log, path, steps_done, exporter)
+        return _train(job, config, parts, metrics, display, log, path, steps_done, exporter)
     finally:
         parts.close()  # a Gymnasium env's worker processes
         owned.release(keep=started)
@@ -186,7 +198,7 @@ def config_text(config: PipelineConfig) -> str:
         f"ppo.seed = {config.ppo.seed} (from run.seed)\n")
 
 
-def _train(config: PipelineConfig, parts: RunParts, metrics: Metrics, display: Display,
+def _train(job: Job, config: PipelineConfig, parts: RunParts, metrics: Metrics, display: Display,
            log: logging.Logger, run_dir: Path, steps_done: int, exporter: Exporter | None) -> RunResult:
     """The run itself, in a claimed run directory; then the summary."""
     mode = "sync" if config.run.sync else "async"
@@ -203,11 +215,14 @@ def _train(config: PipelineConfig, parts: RunParts, metrics: Metrics, display: D
         + f" · {config.run.total_steps:,} agent-steps"
         + (f" · resumed at {steps_done:,}" if steps_done else "")
     )
-    progress = RunProgress(parts, metrics, display, log, run_dir, steps_done, mode)
+    progress = make_progress(job, parts, metrics, display, log, run_dir, steps_done, mode)
     remaining = max(config.run.total_steps - steps_done, 0)
-    budget = Budget(-(-remaining // config.samples_per_chunk))
+    budget = Budget(job.share_of_chunks(-(-remaining // config.samples_per_chunk)))
     the_run = Run(parts, BatchIntake(parts, metrics), budget,
-                  Scheduler(progress, config.run.sync, config.run.actor_threads), progress)
+                  Scheduler(progress, config.run.sync, config.run.actor_threads), progress,
+                  lockstep=job.agree_to_update if job.ranks else None)
+    if job.ranks:
+        display.message(job.describe(budget.total_chunks, config.samples_per_chunk))
     if config.run.profile > 0:
         # Constructed here, in the main thread, where the profiler must first start.
         progress.profile = ProfileSession(run_dir, iterations=config.run.profile, warmup=1,
@@ -235,7 +250,7 @@ def _train(config: PipelineConfig, parts: RunParts, metrics: Metrics, display: D
             display.close()
             if exporter is not None:
                 exporter.close()
-        return _summarize(config, the_run, progress, display, log, end - start, exit_code,
+        return _summarize(job, config, the_run, progress, display, log, end - start, exit_code,
                           graph_actors, error)
     finally:
         if threading.current_thread() is threading.main_thread():
@@ -298,17 +313,6 @@ def _close_profile(progress: RunProgress, display: Display) -> None:
     progress.profiled = profile.report is not None
 
 
-def step_description(config: PipelineConfig, parts: RunParts, graph_actors: int) -> str:
-    """How the actors step on CUDA: captured graphs or eager (and why), compiled sim or not."""
-    n = len(parts.actors)
-    text = (f"actor step: {graph_actors}/{n} actors replay a CUDA graph · sim "
-            f"{'compiled' if config.run.compile_sim else 'eager'}")
-    errors = sorted({a.graph_error for a in parts.actors if a.graph_error})
-    if errors:
-        text += " · capture failed: " + "; ".join(errors)
-    return text
-
-
 def _exit_now(signum: int, frame: object) -> None:
     # Saved files are written atomically, so leaving mid-write keeps the last checkpoint loadable.
     sys.stderr.write(f"{signal.Signals(signum).name}: exiting now\n")
@@ -316,7 +320,7 @@ def _exit_now(signum: int, frame: object) -> None:
     os._exit(130)
 
 
-def _summarize(config: PipelineConfig, the_run: Run, progress: RunProgress, display: Display,
+def _summarize(job: Job, config: PipelineConfig, the_run: Run, progress: RunProgress, display: Display,
                log: logging.Logger, wall: float, exit_code: int, graph_actors: int,
                error: str) -> RunResult:
     """Final checkpoint, summary lines and evaluation (``wall``: the run's seconds of work).
@@ -365,6 +369,7 @@ def _summarize(config: PipelineConfig, the_run: Run, progress: RunProgress, disp
         last = progress.win_history[-1]
         lines.append(f"win rate vs {config.actors.opponent}: {first[1]:.1%} at {first[0]:,} steps "
                      f"→ {last[1]:.1%} at {last[0]:,} steps")
+    lines += job.share_lines(progress.trained_samples, s, progress.updates, parts.learner.policy, bool(error))
     for line in lines:
         display.message(line)
     if exit_code == 0 and not stopped and ckpt is not None and config.run.eval_episodes > 0:

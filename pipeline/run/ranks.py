@@ -1,0 +1,333 @@
+"""One training job in several processes under ``torchrun``: the ranks, their shares of the job
+and what they agree on.
+
+Every rank runs the whole pipeline (its own actors, ring and a learner replica whose gradients
+are averaged over the ranks, :mod:`learner.distributed`). A :class:`Job` read from ``torchrun``'s
+environment (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``) opens the process group (gloo on the
+CPU, NCCL on CUDA, one process per GPU) with a timeout on every collective, and then:
+
+- checks that every rank was started with the same config (:meth:`Job.agree_on_start`), and
+  hands every rank rank 0's run directory (the time-stamped default is rank 0's clock);
+- claims the run directory on rank 0 alone; another rank writes nothing there but its log
+  (``run.rank<N>.log``), and fails the same way when rank 0 cannot claim it
+  (:meth:`Job.claim_run_dir`);
+- splits the job's budget of chunks evenly over the ranks (:meth:`Job.share_of_chunks`) and
+  gives each rank its own seeds (:func:`rank_seed`), so no two ranks collect the same data;
+- keeps the learners in step: before each update every rank says how many samples its batch
+  holds, and the update happens only when every rank has one (:meth:`Job.agree_to_update`, one
+  small all-reduce), so a rank that stops (a signal, a failure) stops every other rank after
+  the same number of updates and no rank waits in a collective the others never enter;
+- gathers each rank's share for the summary (:meth:`Job.share_lines`).
+
+A single process (no ``torchrun``, or ``WORLD_SIZE`` 1) is a job of one rank, for which every
+method does nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import hashlib
+import logging
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from learner.checkpoint import save_checkpoint
+from learner.distributed import init_from_env, shutdown
+from monitoring import Metrics
+from pipeline.config import ConfigError, PipelineConfig
+from pipeline.config.devices import device_is_cuda
+from pipeline.run.display import Display
+from pipeline.run.parts import RunParts
+from pipeline.run.progress import RunFailed, RunProgress
+from pipeline.run.progress_log import ProgressLog
+from pipeline.run.rundir import RunDir, claim_run_dir
+from pipeline.transport.ring import RingStats
+
+COLLECTIVE_TIMEOUT_S = 300.0
+"""Seconds a rank waits in one collective (a peer that neither answers nor dies) before the
+run fails with that message; a peer that dies is noticed at once (its connection closes)."""
+
+
+def _env_int(environ: Mapping[str, str], name: str, default: int) -> int:
+    text = environ.get(name, "")
+    if not text:
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        raise ConfigError(f"the environment variable {name}={text!r} is not an integer "
+                          "(torchrun sets it; start the job with torchrun)") from None
+
+
+def rank_seed(seed: int, rank: int) -> int:
+    """The seed rank ``rank`` uses for ``run.seed`` = ``seed``: ``seed`` itself on rank 0 (so a
+    job of one rank is the single-process run), a far-away value on every other rank."""
+    return seed if rank == 0 else (seed + rank * 2_654_435_761) % 2**32
+
+
+@dataclass(frozen=True)
+class RankShare:
+    """What one rank did, gathered for the summary."""
+
+    rank: int
+    trained_samples: int
+    produced_samples: int
+    consumed_samples: int
+    dropped_samples: int
+    in_flight_samples: int
+    updates: int
+    weights_digest: str
+    """SHA-256 of the learner's parameters (the replicas must all hold the same)."""
+
+
+@dataclass
+class Job:
+    """The ranks of one training job (see the module docstring)."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    timeout_s: float = COLLECTIVE_TIMEOUT_S
+    trained_samples: int = 0
+    """Samples every rank together trained on in this session (counted by
+    :meth:`agree_to_update`)."""
+    in_step: bool = True
+    """False once this rank left the update agreement other than with every rank (a failure):
+    no collective is entered after that."""
+
+    @property
+    def ranks(self) -> bool:
+        """Whether the job has more than one rank."""
+        return self.world_size > 1
+
+    @property
+    def log_name(self) -> str:
+        """This rank's log in the run directory: ``run.log`` on rank 0, ``run.rank<N>.log``."""
+        return "run.log" if self.rank == 0 else f"run.rank{self.rank}.log"
+
+    def close(self) -> None:
+        """Close the process group (every rank, on every path)."""
+        if self.ranks:
+            shutdown()
+
+    def __enter__(self) -> Job:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ the config
+    def job_config(self, config: PipelineConfig) -> PipelineConfig:
+        """``config`` for the whole job: ``ppo.total_updates`` counts the job's updates, each of
+        which trains one batch of every rank."""
+        if not self.ranks:
+            return config
+        per_update = config.samples_per_batch * self.world_size
+        total_updates = max(-(-config.run.total_steps // per_update), 1)
+        return dataclasses.replace(config, ppo=dataclasses.replace(config.ppo, total_updates=total_updates))
+
+    def config_note(self) -> str:
+        """The ``config.toml`` comment recording the job's ranks (empty for one rank)."""
+        if not self.ranks:
+            return ""
+        return (f"# job: world size {self.world_size} (torchrun); each rank runs the actors above "
+                "with seeds derived from run.seed and its rank, and a learner replica\n")
+
+    def rank_config(self, config: PipelineConfig) -> PipelineConfig:
+        """``config`` as this rank runs it: its own seeds, its own GPU (``cuda:LOCAL_RANK``);
+        on every rank but 0 no display, no profile, no TensorBoard and no evaluation (rank 0
+        shows and writes the job's)."""
+        if not self.ranks:
+            return config
+        run = dataclasses.replace(config.run, seed=rank_seed(config.run.seed, self.rank))
+        if device_is_cuda(run.device) and self.local_rank < torch.cuda.device_count():
+            run = dataclasses.replace(run, device=f"cuda:{self.local_rank}")
+        if self.rank:
+            run = dataclasses.replace(run, display="none", profile=0, tensorboard=False, eval_episodes=0)
+        ppo = dataclasses.replace(config.ppo, seed=rank_seed(config.ppo.seed, self.rank))
+        return dataclasses.replace(config, run=run, ppo=ppo)
+
+    def describe(self, chunks: int, samples_per_chunk: int) -> str:
+        """The job's layout and this rank's share of it, for the run's start."""
+        return (f"job: {self.world_size} ranks ({dist.get_backend()}), each with the actors above and a "
+                f"learner replica; rank {self.rank}'s share {chunks * samples_per_chunk:,} agent-steps "
+                f"({chunks} chunks)")
+
+    def share_of_chunks(self, job_chunks: int) -> int:
+        """This rank's chunks of a job budget of ``job_chunks`` (every rank the same share,
+        rounded up, so every rank trains the same number of batches)."""
+        return -(-job_chunks // self.world_size)
+
+    # ------------------------------------------------------------------ agreements
+    def _gather(self, value: object) -> list[object]:
+        gathered: list[object] = [None] * self.world_size
+        try:
+            dist.all_gather_object(gathered, value)
+        except RuntimeError as exc:
+            self.in_step = False
+            raise RunFailed(self._lost(exc)) from exc
+        return gathered
+
+    def _lost(self, exc: BaseException) -> str:
+        return (f"rank {self.rank}: another rank of the job stopped answering (collective timeout "
+                f"{self.timeout_s:.0f} s): {' '.join(str(exc).split())[:300]}")
+
+    def agree_on_start(self, config_text: str, run_dir: Path) -> Path:
+        """Check that every rank runs ``config_text``; return rank 0's ``run_dir``."""
+        if not self.ranks:
+            return run_dir
+        gathered = self._gather((config_text, str(run_dir)))
+        texts = [str(g[0]) for g in gathered if isinstance(g, tuple)]
+        for other, text in enumerate(texts):
+            if text != texts[0]:
+                mine, theirs = texts[0].splitlines(), text.splitlines()
+                differ = next((f"{a!r} against {b!r}" for a, b in zip(mine, theirs, strict=False) if a != b),
+                              "a different number of lines")
+                raise ConfigError(f"rank {other} was started with another config than rank 0 "
+                                  f"({differ}); start every rank with the same options")
+        first = gathered[0]
+        assert isinstance(first, tuple)
+        return Path(first[1])
+
+    def claim_run_dir(self, path: Path, config_text: str, resuming_here: bool) -> RunDir:
+        """Rank 0 claims ``path`` (:func:`pipeline.run.rundir.claim_run_dir`); every other rank
+        gets a claim that owns nothing, or rank 0's error."""
+        if not self.ranks:
+            return claim_run_dir(path, config_text, resuming_here)
+        owned: RunDir | None = None
+        error = ""
+        if self.rank == 0:
+            try:
+                owned = claim_run_dir(path, config_text, resuming_here)
+            except ConfigError as exc:
+                error = str(exc)
+        errors = self._gather(error)
+        if owned is not None and errors[0]:
+            owned.release(keep=False)
+        if errors[0]:
+            raise ConfigError(str(errors[0]))
+        return owned if owned is not None else RunDir(path, created=False, messages=[])
+
+    def agree_to_update(self, samples: int) -> bool:
+        """Blocking, on the learner's thread: True when every rank holds a batch (``samples``
+        > 0) for the next update; False when any rank has none (it stopped or is done), and
+        then no rank updates again. Counts the job's trained samples."""
+        if not self.ranks:
+            return samples > 0
+        counts = torch.tensor([1 if samples > 0 else 0, samples], dtype=torch.int64,
+                              device=f"cuda:{self.local_rank}" if dist.get_backend() == "nccl" else "cpu")
+        try:
+            dist.all_reduce(counts)
+        except RuntimeError as exc:
+            self.in_step = False
+            raise RunFailed(self._lost(exc)) from exc
+        ready, total = (int(v) for v in counts.tolist())
+        if ready < self.world_size:
+            return False
+        self.trained_samples += total
+        return True
+
+    def share_lines(self, trained: int, ring: RingStats, updates: int, policy: torch.nn.Module,
+                    stopped: bool) -> list[str]:
+        """The summary's lines on the job: its sample accounting summed over the ranks, each
+        rank's share, and whether the learner replicas ended identical. Collective; nothing
+        when this rank left the agreement (``stopped`` by a failure of its own)."""
+        if not self.ranks:
+            return []
+        if stopped and not self.in_step:
+            return [f"job: rank {self.rank} failed; the other ranks' shares were not gathered"]
+        params = torch.nn.utils.parameters_to_vector(policy.parameters()).detach().to("cpu", torch.float32)
+        digest = hashlib.sha256(params.numpy().tobytes()).hexdigest()[:16]
+        mine = RankShare(self.rank, trained, ring.produced_samples, ring.consumed_samples,
+                         ring.dropped_samples, ring.in_flight_samples, updates, digest)
+        shares = [s for s in self._gather(mine) if isinstance(s, RankShare)]
+        job_trained = sum(s.trained_samples for s in shares)
+        lines = [
+            f"job of {self.world_size} ranks: {job_trained:,} agent-steps trained; samples: produced "
+            f"{sum(s.produced_samples for s in shares)} = consumed {sum(s.consumed_samples for s in shares)}"
+            f" + dropped {sum(s.dropped_samples for s in shares)} + in flight "
+            f"{sum(s.in_flight_samples for s in shares)}"]
+        for s in shares:
+            lines.append(
+                f"rank {s.rank}: {s.trained_samples:,} agent-steps trained "
+                f"({s.trained_samples / max(job_trained, 1):.0%}), produced {s.produced_samples} = "
+                f"consumed {s.consumed_samples} + dropped {s.dropped_samples} + in flight "
+                f"{s.in_flight_samples}, {s.updates} updates, weights {s.weights_digest}")
+        digests = {s.weights_digest for s in shares}
+        lines.append("learner replicas: identical on every rank" if len(digests) == 1 else
+                     f"learner replicas: DIFFER ({len(digests)} different weight sets)")
+        return lines
+
+
+class UnwrittenProgressLog(ProgressLog):
+    """``progress.csv`` as a rank other than 0 sees it: rank 0 alone appends to it."""
+
+    def append(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Write nothing (rank 0 writes the job's rows)."""
+
+
+class JobProgress(RunProgress):
+    """A rank's progress in a job of several ranks: its agent-steps are the job's (what the
+    display, checkpoints and a resume count), and only rank 0 appends to ``progress.csv``."""
+
+    def __init__(self, job: Job, parts: RunParts, metrics: Metrics, display: Display,
+                 log: logging.Logger, run_dir: Path, agent_steps_before: int, mode: str) -> None:
+        super().__init__(parts, metrics, display, log, run_dir, agent_steps_before, mode)
+        self.job = job
+        if job.rank:
+            self.progress_log = UnwrittenProgressLog(self.run_dir)
+
+    @property
+    def agent_steps(self) -> int:
+        """Agent-steps the whole job trained on, a resumed run's earlier part included."""
+        return self.steps_before + self.job.trained_samples
+
+    def save_checkpoint(self) -> Path:
+        """Rank 0 writes the job's checkpoint (and the league's state); every other rank checks
+        its learner the same way (so all fail alike) and writes nothing."""
+        if self.job.rank == 0:
+            return super().save_checkpoint()
+        path = save_checkpoint(self.run_dir / "checkpoints", self.parts.learner)  # checks, no write
+        self.checkpoint_path = path
+        self._last_checkpoint_t = time.perf_counter()
+        return path
+
+
+def make_progress(job: Job, parts: RunParts, metrics: Metrics, display: Display, log: logging.Logger,
+                  run_dir: Path, agent_steps_before: int, mode: str) -> RunProgress:
+    """The run's :class:`RunProgress`; a :class:`JobProgress` in a job of several ranks."""
+    if job.ranks:
+        return JobProgress(job, parts, metrics, display, log, run_dir, agent_steps_before, mode)
+    return RunProgress(parts, metrics, display, log, run_dir, agent_steps_before, mode)
+
+
+def open_job(device: str, environ: Mapping[str, str] | None = None) -> Job:
+    """The job this process belongs to, its process group open (see the module docstring).
+
+    Raises:
+        ConfigError: the ``torchrun`` environment is malformed, or the process group could not
+            be formed within the timeout.
+    """
+    env = os.environ if environ is None else environ
+    world = _env_int(env, "WORLD_SIZE", 1)
+    rank = _env_int(env, "RANK", 0)
+    local = _env_int(env, "LOCAL_RANK", 0)
+    if world < 1 or not 0 <= rank < world or local < 0:
+        raise ConfigError(f"torchrun environment: RANK={rank}, LOCAL_RANK={local}, WORLD_SIZE={world} "
+                          "is not a rank of the job (0 <= RANK < WORLD_SIZE)")
+    job = Job(rank, world, local)
+    if job.ranks:
+        try:
+            init_from_env(device, timeout=datetime.timedelta(seconds=job.timeout_s))
+        except (RuntimeError, ValueError) as exc:
+            raise ConfigError(f"torchrun: rank {rank} of {world} could not join the process group "
+                              f"within {job.timeout_s:.0f} s: {' '.join(str(exc).split())[:300]}") from None
+    return job
