@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from torch.distributed import DistError
 
 from actors.step import ContractViolation
 from learner import NonFiniteError
@@ -154,6 +155,7 @@ def _run_rank(job: Job, config: PipelineConfig) -> RunResult:
             parts.league.load()
             parts.league.directory = path / "league"
         steps_done = int(extra.get("agent_steps", 0))
+        job.after_resume(config.run.seed, steps_done)
         parts.publisher.publish(parts.learner.policy, parts.learner.policy_version)
         for actor in parts.actors:
             actor.sync_weights(parts.publisher)
@@ -233,7 +235,7 @@ def _train(job: Job, config: PipelineConfig, parts: RunParts, metrics: Metrics, 
     try:
         try:
             _run_loop(the_run, progress.report, config.run.log_interval_s)
-        except (RunFailed, ContractViolation, NonFiniteError, CheckpointError, OSError) as exc:
+        except (RunFailed, ContractViolation, NonFiniteError, CheckpointError, OSError, DistError) as exc:
             error = _one_line(exc)
             display.message(f"error: {error}")
             log.error("run failed: %s", error, exc_info=not isinstance(exc, RunFailed))

@@ -124,3 +124,80 @@ def test_two_machines_simulated_on_one_host(tmp_path):
     # The node whose agent placed rank 0 printed the job's summary.
     out = next((o for o in outs if "job of 2 ranks" in o), outs[0])
     _check_job(run_dir, out, 2048)
+
+
+def _rank_pid(agent: subprocess.Popen[str], rank: int) -> int | None:
+    """The pid of the worker of ``agent`` that runs ``rank`` (None when there is none now)."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue  # gone while we looked
+        if ppid == agent.pid and f"RANK={rank}".encode() in environ:
+            return int(proc.name)
+    return None
+
+
+def _wait_for_checkpoint(agent: subprocess.Popen[str], run_dir: Path) -> None:
+    """Wait (hang guard: the agent's own end) until the job wrote a periodic checkpoint."""
+    while not list((run_dir / "checkpoints").glob("ckpt_*.pt")):
+        try:
+            agent.wait(timeout=0.2)
+        except subprocess.TimeoutExpired:
+            continue
+        raise AssertionError(f"the job ended before its first checkpoint:\n{agent.communicate()[0][-4000:]}")
+
+
+def _agent_steps(checkpoint: Path) -> int:
+    return int(torch.load(checkpoint, map_location="cpu", weights_only=False)["extra"]["agent_steps"])
+
+
+@pytest.mark.slow
+def test_a_killed_rank_restarts_the_job_from_its_checkpoint(tmp_path):
+    run_dir = tmp_path / "run"
+    agent = _launch("--standalone", "--nproc-per-node", "2", "--max-restarts", "1", "-m", "pipeline.launch",
+                    *TINY, "--total-steps", "16384", "--run-dir", str(run_dir),
+                    "--set", "run.checkpoint_interval_s=0.5")
+    try:
+        _wait_for_checkpoint(agent, run_dir)
+        pid = _rank_pid(agent, 1)
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        out = _finish(agent)
+    finally:
+        if agent.poll() is None:
+            os.killpg(agent.pid, signal.SIGKILL)
+    # The job was restarted once, continued the checkpoint and trained its whole budget.
+    resumed = re.search(r"resumed at ([\d,]+)", out)
+    assert resumed is not None, out[-4000:]
+    before = int(resumed.group(1).replace(",", ""))
+    assert 0 < before < 16384
+    assert "learner replicas: identical on every rank" in out
+    assert _agent_steps(run_dir / "checkpoints" / "latest.pt") == 16384
+    assert f"job of 2 ranks: {16384 - before:,} agent-steps trained" in out
+
+
+@pytest.mark.slow
+def test_sigterm_to_torchrun_stops_every_rank_with_one_checkpoint_and_resume_continues(tmp_path):
+    run_dir = tmp_path / "run"
+    agent = _launch("--standalone", "--nproc-per-node", "2", "-m", "pipeline.launch", *TINY,
+                    "--total-steps", "16384", "--run-dir", str(run_dir), "--set", "run.checkpoint_interval_s=0.5")
+    try:
+        _wait_for_checkpoint(agent, run_dir)
+        agent.send_signal(signal.SIGTERM)
+        out, _ = agent.communicate(timeout=300)  # a hang guard, not a timing bound
+    finally:
+        if agent.poll() is None:
+            os.killpg(agent.pid, signal.SIGKILL)
+    # torchrun itself exits 1 on a signal; every rank stopped cleanly after the same update.
+    assert out.count("stopping: received SIGTERM") == 1 and "learner replicas: identical on every rank" in out
+    stopped = _agent_steps(run_dir / "checkpoints" / "latest.pt")
+    assert re.search(rf"job of 2 ranks: {stopped:,} agent-steps trained", out), out[-4000:]
+    out = _finish(_launch("--standalone", "--nproc-per-node", "2", "-m", "pipeline.launch",
+                          "--resume", str(run_dir), "--metrics-port", "-1"))
+    assert f"resumed at {stopped:,}" in out
+    assert _agent_steps(run_dir / "checkpoints" / "latest.pt") == 16384
+    assert f"job of 2 ranks: {16384 - stopped:,} agent-steps trained" in out

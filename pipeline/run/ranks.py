@@ -40,11 +40,13 @@ import torch
 import torch.distributed as dist
 
 from learner.checkpoint import save_checkpoint
+from learner.checkpoint.rng import seed_global_generators
 from learner.distributed import init_from_env, shutdown
 from monitoring import Metrics
 from pipeline.config import ConfigError, PipelineConfig
 from pipeline.config.devices import device_is_cuda
 from pipeline.run.display import Display
+from pipeline.run.hooks import UpdateReport
 from pipeline.run.parts import RunParts
 from pipeline.run.progress import RunFailed, RunProgress
 from pipeline.run.progress_log import ProgressLog
@@ -96,12 +98,13 @@ class Job:
     world_size: int = 1
     local_rank: int = 0
     timeout_s: float = COLLECTIVE_TIMEOUT_S
+    restarts: int = 0
+    """Times ``torchrun`` restarted the job (``TORCHELASTIC_RESTART_COUNT``, ``--max-restarts``)."""
     trained_samples: int = 0
-    """Samples every rank together trained on in this session (counted by
-    :meth:`agree_to_update`)."""
-    in_step: bool = True
-    """False once this rank left the update agreement other than with every rank (a failure):
-    no collective is entered after that."""
+    """Samples every rank together trained on in this session."""
+    agreed_samples: int = 0
+    """Samples of the update the ranks last agreed on (:meth:`agree_to_update`), counted in
+    :attr:`trained_samples` once this rank's update is done."""
 
     @property
     def ranks(self) -> bool:
@@ -127,7 +130,11 @@ class Job:
     # ------------------------------------------------------------------ the config
     def job_config(self, config: PipelineConfig) -> PipelineConfig:
         """``config`` for the whole job: ``ppo.total_updates`` counts the job's updates, each of
-        which trains one batch of every rank."""
+        which trains one batch of every rank. A job ``torchrun`` restarted continues its
+        ``--run-dir`` where its last checkpoint left it (as ``--resume RUN``)."""
+        run_dir = Path(config.run.run_dir) if config.run.run_dir else None
+        if self.restarts and run_dir is not None and not config.run.resume and (run_dir / "config.toml").is_file():
+            config = dataclasses.replace(config, run=dataclasses.replace(config.run, resume=str(run_dir)))
         if not self.ranks:
             return config
         per_update = config.samples_per_batch * self.world_size
@@ -161,6 +168,12 @@ class Job:
                 f"learner replica; rank {self.rank}'s share {chunks * samples_per_chunk:,} agent-steps "
                 f"({chunks} chunks)")
 
+    def after_resume(self, seed: int, agent_steps: int) -> None:
+        """Rank 0 goes on with the random streams the checkpoint restored on every rank; each
+        other rank draws its own again, from its seed and the job's agent-steps."""
+        if self.rank:
+            seed_global_generators((seed + agent_steps) % 2**32)
+
     def share_of_chunks(self, job_chunks: int) -> int:
         """This rank's chunks of a job budget of ``job_chunks`` (every rank the same share,
         rounded up, so every rank trains the same number of batches)."""
@@ -172,7 +185,6 @@ class Job:
         try:
             dist.all_gather_object(gathered, value)
         except RuntimeError as exc:
-            self.in_step = False
             raise RunFailed(self._lost(exc)) from exc
         return gathered
 
@@ -227,28 +239,30 @@ class Job:
         try:
             dist.all_reduce(counts)
         except RuntimeError as exc:
-            self.in_step = False
             raise RunFailed(self._lost(exc)) from exc
         ready, total = (int(v) for v in counts.tolist())
         if ready < self.world_size:
             return False
-        self.trained_samples += total
+        self.agreed_samples = total
         return True
 
     def share_lines(self, trained: int, ring: RingStats, updates: int, policy: torch.nn.Module,
-                    stopped: bool) -> list[str]:
+                    failed: bool) -> list[str]:
         """The summary's lines on the job: its sample accounting summed over the ranks, each
-        rank's share, and whether the learner replicas ended identical. Collective; nothing
-        when this rank left the agreement (``stopped`` by a failure of its own)."""
+        rank's share, and whether the learner replicas ended identical. Collective, unless this
+        rank's run ended on an error (``failed``: the other ranks may be anywhere)."""
         if not self.ranks:
             return []
-        if stopped and not self.in_step:
-            return [f"job: rank {self.rank} failed; the other ranks' shares were not gathered"]
+        if failed:
+            return [f"job: rank {self.rank} failed; the ranks' shares were not gathered"]
         params = torch.nn.utils.parameters_to_vector(policy.parameters()).detach().to("cpu", torch.float32)
         digest = hashlib.sha256(params.numpy().tobytes()).hexdigest()[:16]
         mine = RankShare(self.rank, trained, ring.produced_samples, ring.consumed_samples,
                          ring.dropped_samples, ring.in_flight_samples, updates, digest)
-        shares = [s for s in self._gather(mine) if isinstance(s, RankShare)]
+        try:
+            shares = [s for s in self._gather(mine) if isinstance(s, RankShare)]
+        except RunFailed as exc:
+            return [f"job: the ranks' shares were not gathered: {exc}"]
         job_trained = sum(s.trained_samples for s in shares)
         lines = [
             f"job of {self.world_size} ranks: {job_trained:,} agent-steps trained; samples: produced "
@@ -290,6 +304,11 @@ class JobProgress(RunProgress):
         """Agent-steps the whole job trained on, a resumed run's earlier part included."""
         return self.steps_before + self.job.trained_samples
 
+    def on_update(self, report: UpdateReport) -> None:
+        """Count the job's samples of the update (every rank's batch), then as a single run."""
+        self.job.trained_samples += self.job.agreed_samples
+        super().on_update(report)
+
     def save_checkpoint(self) -> Path:
         """Rank 0 writes the job's checkpoint (and the league's state); every other rank checks
         its learner the same way (so all fail alike) and writes nothing."""
@@ -309,6 +328,17 @@ def make_progress(job: Job, parts: RunParts, metrics: Metrics, display: Display,
     return RunProgress(parts, metrics, display, log, run_dir, agent_steps_before, mode)
 
 
+def _attempt_store(env: Mapping[str, str], restarts: int, timeout: datetime.timedelta) -> dist.Store | None:
+    """The store the ranks of this attempt of the job meet in. ``torchrun``'s own store (its
+    rendezvous store, kept across ``--max-restarts`` restarts) still holds the addresses of
+    the previous attempt's ranks under the keys the process group reads, so each attempt uses
+    keys of its own; None (torch's default) when the ranks have a store of their own."""
+    if env.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        return None
+    store = dist.TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), is_master=False, timeout=timeout)
+    return dist.PrefixStore(f"midrange/attempt_{restarts}", store)
+
+
 def open_job(device: str, environ: Mapping[str, str] | None = None) -> Job:
     """The job this process belongs to, its process group open (see the module docstring).
 
@@ -323,10 +353,11 @@ def open_job(device: str, environ: Mapping[str, str] | None = None) -> Job:
     if world < 1 or not 0 <= rank < world or local < 0:
         raise ConfigError(f"torchrun environment: RANK={rank}, LOCAL_RANK={local}, WORLD_SIZE={world} "
                           "is not a rank of the job (0 <= RANK < WORLD_SIZE)")
-    job = Job(rank, world, local)
+    job = Job(rank, world, local, restarts=_env_int(env, "TORCHELASTIC_RESTART_COUNT", 0))
     if job.ranks:
+        timeout = datetime.timedelta(seconds=job.timeout_s)
         try:
-            init_from_env(device, timeout=datetime.timedelta(seconds=job.timeout_s))
+            init_from_env(device, timeout=timeout, store=_attempt_store(env, job.restarts, timeout))
         except (RuntimeError, ValueError) as exc:
             raise ConfigError(f"torchrun: rank {rank} of {world} could not join the process group "
                               f"within {job.timeout_s:.0f} s: {' '.join(str(exc).split())[:300]}") from None
