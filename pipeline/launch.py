@@ -40,7 +40,8 @@ from pipeline.run.intake import BatchIntake
 from pipeline.run.loops import Run, drive
 from pipeline.run.parts import RunParts, build, check_resources
 from pipeline.run.progress import RETURN_WINDOW_EPISODES, RunFailed, RunProgress
-from pipeline.run.ranks import Job, make_progress, open_job
+from pipeline.run.rank_progress import make_progress
+from pipeline.run.ranks import Job, open_job
 from pipeline.run.rundir import default_run_dir, run_dir_of
 from pipeline.run.scheduler import Scheduler
 from pipeline.transport.ring import RingStats
@@ -222,7 +223,7 @@ def _train(job: Job, config: PipelineConfig, parts: RunParts, metrics: Metrics, 
     budget = Budget(job.share_of_chunks(-(-remaining // config.samples_per_chunk)))
     the_run = Run(parts, BatchIntake(parts, metrics), budget,
                   Scheduler(progress, config.run.sync, config.run.actor_threads), progress,
-                  lockstep=job.agree_to_update if job.ranks else None)
+                  lockstep=job.lockstep(parts.league))
     if job.ranks:
         display.message(job.describe(budget.total_chunks, config.samples_per_chunk))
     if config.run.profile > 0:

@@ -5,6 +5,7 @@ agents as two machines)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import signal
@@ -72,6 +73,14 @@ def _check_job(run_dir: Path, out: str, total: int) -> None:
     assert {s[7] for s in shares} == {_digest(load_policy(checkpoint, device="cpu"))}
     extra = torch.load(checkpoint, map_location="cpu", weights_only=False)
     assert extra["extra"]["agent_steps"] == total
+    # One league: the records rank 0 saved hold every rank's games.
+    league = re.search(r"league: ([\d,]+) games in the records, every rank's \(rank 0 ([\d,]+), "
+                       r"rank 1 ([\d,]+)\)", out)
+    assert league is not None, out[-4000:]
+    games, *per_rank = (int(g.replace(",", "")) for g in league.groups())
+    assert games == sum(per_rank) and min(per_rank) > 0
+    records = json.loads((run_dir / "league" / "league.json").read_text())["records"].values()
+    assert sum(r["wins"] + r["draws"] + r["losses"] for r in records) == games
     # Rank 1 kept its own record of the same job.
     assert "learner replicas: identical on every rank" in (run_dir / "run.rank1.log").read_text()
 
@@ -95,8 +104,8 @@ def test_each_rank_collects_its_own_data_and_trains_its_share():
 def test_two_ranks_train_one_job_to_the_end(tmp_path):
     run_dir = tmp_path / "run"
     out = _finish(_launch("--standalone", "--nproc-per-node", "2", "-m", "pipeline.launch", *TINY,
-                          "--total-steps", "2048", "--run-dir", str(run_dir)))
-    _check_job(run_dir, out, 2048)
+                          "--total-steps", "4096", "--run-dir", str(run_dir)))
+    _check_job(run_dir, out, 4096)
 
 
 def _free_port() -> int:
@@ -113,7 +122,7 @@ def test_two_machines_simulated_on_one_host(tmp_path):
         _launch("--nnodes", "2", "--node-rank", str(node), "--nproc-per-node", "1",
                 "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
                 "--rdzv-id", f"midrange-{port}", "--master-addr", "127.0.0.1", "--max-restarts", "0",
-                "-m", "pipeline.launch", *TINY, "--total-steps", "2048", "--run-dir", str(run_dir))
+                "-m", "pipeline.launch", *TINY, "--total-steps", "4096", "--run-dir", str(run_dir))
         for node in (0, 1)]
     try:
         outs = [_finish(agent) for agent in agents]
@@ -123,7 +132,7 @@ def test_two_machines_simulated_on_one_host(tmp_path):
                 os.killpg(agent.pid, signal.SIGKILL)
     # The node whose agent placed rank 0 printed the job's summary.
     out = next((o for o in outs if "job of 2 ranks" in o), outs[0])
-    _check_job(run_dir, out, 2048)
+    _check_job(run_dir, out, 4096)
 
 
 def _rank_pid(agent: subprocess.Popen[str], rank: int) -> int | None:

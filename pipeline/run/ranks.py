@@ -17,6 +17,8 @@ CPU, NCCL on CUDA, one process per GPU) with a timeout on every collective, and 
   holds, and the update happens only when every rank has one (:meth:`Job.agree_to_update`, one
   small all-reduce), so a rank that stops (a signal, a failure) stops every other rank after
   the same number of updates and no rank waits in a collective the others never enter;
+- exchanges the league's game results with every agreement (:mod:`pipeline.run.rank_league`),
+  so the job has one league;
 - gathers each rank's share for the summary (:meth:`Job.share_lines`).
 
 A single process (no ``torchrun``, or ``WORLD_SIZE`` 1) is a job of one rank, for which every
@@ -28,28 +30,21 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import hashlib
-import logging
 import os
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from learner.checkpoint import save_checkpoint
 from learner.checkpoint.rng import seed_global_generators
 from learner.distributed import init_from_env, shutdown
-from monitoring import Metrics
 from pipeline.config import ConfigError, PipelineConfig
 from pipeline.config.devices import device_is_cuda
-from pipeline.run.display import Display
-from pipeline.run.hooks import UpdateReport
-from pipeline.run.parts import RunParts
-from pipeline.run.progress import RunFailed, RunProgress
-from pipeline.run.progress_log import ProgressLog
+from pipeline.league.matchmaking import League
+from pipeline.run.progress import RunFailed
+from pipeline.run.rank_league import LeagueResults
 from pipeline.run.rundir import RunDir, claim_run_dir
 from pipeline.transport.ring import RingStats
 
@@ -88,6 +83,8 @@ class RankShare:
     updates: int
     weights_digest: str
     """SHA-256 of the learner's parameters (the replicas must all hold the same)."""
+    league_games: int | None
+    """Games this rank's actors played in the league (None without one)."""
 
 
 @dataclass
@@ -105,6 +102,8 @@ class Job:
     agreed_samples: int = 0
     """Samples of the update the ranks last agreed on (:meth:`agree_to_update`), counted in
     :attr:`trained_samples` once this rank's update is done."""
+    league_results: LeagueResults | None = None
+    """The exchange of league games between the ranks (with a league)."""
 
     @property
     def ranks(self) -> bool:
@@ -228,6 +227,15 @@ class Job:
             raise ConfigError(str(errors[0]))
         return owned if owned is not None else RunDir(path, created=False, messages=[])
 
+    def lockstep(self, league: League | None) -> Callable[[int], bool] | None:
+        """The run's update agreement (:meth:`agree_to_update`; None for one rank), with
+        ``league``'s games exchanged at every agreement."""
+        if not self.ranks:
+            return None
+        if league is not None:
+            self.league_results = LeagueResults(league, self.rank)
+        return self.agree_to_update
+
     def agree_to_update(self, samples: int) -> bool:
         """Blocking, on the learner's thread: True when every rank holds a batch (``samples``
         > 0) for the next update; False when any rank has none (it stopped or is done), and
@@ -241,6 +249,8 @@ class Job:
         except RuntimeError as exc:
             raise RunFailed(self._lost(exc)) from exc
         ready, total = (int(v) for v in counts.tolist())
+        if self.league_results is not None:
+            self.league_results.exchange(lambda own: [g if isinstance(g, dict) else {} for g in self._gather(own)])
         if ready < self.world_size:
             return False
         self.agreed_samples = total
@@ -257,8 +267,10 @@ class Job:
             return [f"job: rank {self.rank} failed; the ranks' shares were not gathered"]
         params = torch.nn.utils.parameters_to_vector(policy.parameters()).detach().to("cpu", torch.float32)
         digest = hashlib.sha256(params.numpy().tobytes()).hexdigest()[:16]
+        league = self.league_results
         mine = RankShare(self.rank, trained, ring.produced_samples, ring.consumed_samples,
-                         ring.dropped_samples, ring.in_flight_samples, updates, digest)
+                         ring.dropped_samples, ring.in_flight_samples, updates, digest,
+                         league.own_games if league is not None else None)
         try:
             shares = [s for s in self._gather(mine) if isinstance(s, RankShare)]
         except RunFailed as exc:
@@ -275,57 +287,13 @@ class Job:
                 f"({s.trained_samples / max(job_trained, 1):.0%}), produced {s.produced_samples} = "
                 f"consumed {s.consumed_samples} + dropped {s.dropped_samples} + in flight "
                 f"{s.in_flight_samples}, {s.updates} updates, weights {s.weights_digest}")
+        if league is not None:
+            lines.append(f"league: {league.games():,} games in the records, every rank's ("
+                         + ", ".join(f"rank {s.rank} {s.league_games or 0:,}" for s in shares) + ")")
         digests = {s.weights_digest for s in shares}
         lines.append("learner replicas: identical on every rank" if len(digests) == 1 else
                      f"learner replicas: DIFFER ({len(digests)} different weight sets)")
         return lines
-
-
-class UnwrittenProgressLog(ProgressLog):
-    """``progress.csv`` as a rank other than 0 sees it: rank 0 alone appends to it."""
-
-    def append(self, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Write nothing (rank 0 writes the job's rows)."""
-
-
-class JobProgress(RunProgress):
-    """A rank's progress in a job of several ranks: its agent-steps are the job's (what the
-    display, checkpoints and a resume count), and only rank 0 appends to ``progress.csv``."""
-
-    def __init__(self, job: Job, parts: RunParts, metrics: Metrics, display: Display,
-                 log: logging.Logger, run_dir: Path, agent_steps_before: int, mode: str) -> None:
-        super().__init__(parts, metrics, display, log, run_dir, agent_steps_before, mode)
-        self.job = job
-        if job.rank:
-            self.progress_log = UnwrittenProgressLog(self.run_dir)
-
-    @property
-    def agent_steps(self) -> int:
-        """Agent-steps the whole job trained on, a resumed run's earlier part included."""
-        return self.steps_before + self.job.trained_samples
-
-    def on_update(self, report: UpdateReport) -> None:
-        """Count the job's samples of the update (every rank's batch), then as a single run."""
-        self.job.trained_samples += self.job.agreed_samples
-        super().on_update(report)
-
-    def save_checkpoint(self) -> Path:
-        """Rank 0 writes the job's checkpoint (and the league's state); every other rank checks
-        its learner the same way (so all fail alike) and writes nothing."""
-        if self.job.rank == 0:
-            return super().save_checkpoint()
-        path = save_checkpoint(self.run_dir / "checkpoints", self.parts.learner)  # checks, no write
-        self.checkpoint_path = path
-        self._last_checkpoint_t = time.perf_counter()
-        return path
-
-
-def make_progress(job: Job, parts: RunParts, metrics: Metrics, display: Display, log: logging.Logger,
-                  run_dir: Path, agent_steps_before: int, mode: str) -> RunProgress:
-    """The run's :class:`RunProgress`; a :class:`JobProgress` in a job of several ranks."""
-    if job.ranks:
-        return JobProgress(job, parts, metrics, display, log, run_dir, agent_steps_before, mode)
-    return RunProgress(parts, metrics, display, log, run_dir, agent_steps_before, mode)
 
 
 def _attempt_store(env: Mapping[str, str], restarts: int, timeout: datetime.timedelta) -> dist.Store | None:
