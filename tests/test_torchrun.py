@@ -29,8 +29,8 @@ TINY = ["--actors", "1", "--envs-per-actor", "16", "--display", "plain", "--metr
 """Each rank: one actor thread on 16 envs (a chunk is 256 agent-steps), no evaluation."""
 
 
-def _launch(*args: str) -> subprocess.Popen[str]:
-    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+def _launch(*args: str, pythonpath: str = str(REPO)) -> subprocess.Popen[str]:
+    env = dict(os.environ, PYTHONPATH=pythonpath, OMP_NUM_THREADS="1")
     # Own process group: a hang is killed with every rank, leaving no orphans.
     return subprocess.Popen([sys.executable, "-m", "torch.distributed.run", *args], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -114,22 +114,39 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.mark.slow
-def test_two_machines_simulated_on_one_host(tmp_path):
-    run_dir = tmp_path / "run"
+def _two_machines(args: list[list[str]], pythonpath: list[str] | None = None,
+                  exit_code: int = 0) -> list[str]:
+    """Two ``torchrun`` agents as two machines of one rank each (c10d rendezvous on
+    127.0.0.1), running ``pipeline.launch`` with ``args[node]``; their outputs."""
     port = _free_port()
     agents = [
         _launch("--nnodes", "2", "--node-rank", str(node), "--nproc-per-node", "1",
                 "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
                 "--rdzv-id", f"midrange-{port}", "--master-addr", "127.0.0.1", "--max-restarts", "0",
-                "-m", "pipeline.launch", *TINY, "--total-steps", "4096", "--run-dir", str(run_dir))
+                "-m", "pipeline.launch", *args[node], pythonpath=(pythonpath or [str(REPO)] * 2)[node])
         for node in (0, 1)]
     try:
-        outs = [_finish(agent) for agent in agents]
+        outs = []
+        for agent in agents:
+            try:
+                out, _ = agent.communicate(timeout=420)  # a hang guard, not a timing bound
+            except subprocess.TimeoutExpired:
+                raise AssertionError("a torchrun agent did not finish") from None
+            assert (agent.returncode == 0) == (exit_code == 0), out[-6000:]
+            outs.append(out)
     finally:
         for agent in agents:
             if agent.poll() is None:
                 os.killpg(agent.pid, signal.SIGKILL)
+                agent.communicate()
+    return outs
+
+
+@pytest.mark.slow
+def test_two_machines_simulated_on_one_host(tmp_path):
+    run_dir = tmp_path / "run"
+    args = [*TINY, "--total-steps", "4096", "--run-dir", str(run_dir)]
+    outs = _two_machines([args, args])
     # The node whose agent placed rank 0 printed the job's summary.
     out = next((o for o in outs if "job of 2 ranks" in o), outs[0])
     _check_job(run_dir, out, 4096)
@@ -210,3 +227,36 @@ def test_sigterm_to_torchrun_stops_every_rank_with_one_checkpoint_and_resume_con
     assert f"resumed at {stopped:,}" in out
     assert _agent_steps(run_dir / "checkpoints" / "latest.pt") == 16384
     assert f"job of 2 ranks: {16384 - stopped:,} agent-steps trained" in out
+
+
+def _errors(out: str) -> list[str]:
+    return [line for line in out.splitlines() if line.startswith("error: ")]
+
+
+@pytest.mark.slow
+def test_ranks_started_with_different_options_are_refused_on_every_rank(tmp_path):
+    run_dir = tmp_path / "run"
+    args = [*TINY, "--run-dir", str(run_dir)]
+    outs = _two_machines([[*args, "--total-steps", "4096"], [*args, "--total-steps", "8192"]], exit_code=2)
+    for out in outs:
+        errors = _errors(out)
+        assert len(errors) == 1 and "was started with another config than rank 0" in errors[0], out[-4000:]
+        assert "total_steps" in errors[0] and "exitcode  : 2" in out
+    assert not run_dir.exists()
+
+
+@pytest.mark.slow
+def test_a_rank_that_cannot_start_stops_every_rank_with_its_error(tmp_path):
+    # A plug-in installed on one machine only.
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "tr_opponent.py").write_text("from agents.scripted import StraightAgent as Plain\n")
+    run_dir = tmp_path / "run"
+    args = [*TINY, "--total-steps", "4096", "--run-dir", str(run_dir), "--opponent", "tr_opponent:Plain"]
+    outs = _two_machines([args, args], pythonpath=[f"{REPO}{os.pathsep}{plugins}", str(REPO)], exit_code=2)
+    for out in outs:
+        errors = _errors(out)
+        assert len(errors) == 1 and "tr_opponent" in errors[0], out[-4000:]
+        assert "exitcode  : 2" in out and "exitcode  : -" not in out
+    assert any(" could not start: " in _errors(out)[0] for out in outs)
+    assert not run_dir.exists()

@@ -104,6 +104,9 @@ class Job:
     :attr:`trained_samples` once this rank's update is done."""
     league_results: LeagueResults | None = None
     """The exchange of league games between the ranks (with a league)."""
+    _phase: str = "apart"
+    """``apart`` until the ranks met (:meth:`agree_on_start`), ``met`` until they exchanged how
+    their start went (:meth:`claim_run_dir`), then ``started``."""
 
     @property
     def ranks(self) -> bool:
@@ -123,8 +126,18 @@ class Job:
     def __enter__(self) -> Job:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        """Close the group; a rank whose start failed first tells the others, which wait for
+        it to claim the run directory (:meth:`claim_run_dir`), so they stop with its error."""
+        try:
+            if isinstance(exc, Exception) and self.ranks and self._phase == "met":
+                text = str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
+                self._phase = "started"
+                self._gather(" ".join(text.split()) or type(exc).__name__)
+        except RunFailed:
+            pass  # the others are gone already
+        finally:
+            self.close()
 
     # ------------------------------------------------------------------ the config
     def job_config(self, config: PipelineConfig) -> PipelineConfig:
@@ -196,12 +209,14 @@ class Job:
         if not self.ranks:
             return run_dir
         gathered = self._gather((config_text, str(run_dir)))
+        self._phase = "met"
         texts = [str(g[0]) for g in gathered if isinstance(g, tuple)]
         for other, text in enumerate(texts):
             if text != texts[0]:
                 mine, theirs = texts[0].splitlines(), text.splitlines()
                 differ = next((f"{a!r} against {b!r}" for a, b in zip(mine, theirs, strict=False) if a != b),
                               "a different number of lines")
+                self._phase = "started"  # every rank raises this
                 raise ConfigError(f"rank {other} was started with another config than rank 0 "
                                   f"({differ}); start every rank with the same options")
         first = gathered[0]
@@ -210,7 +225,8 @@ class Job:
 
     def claim_run_dir(self, path: Path, config_text: str, resuming_here: bool) -> RunDir:
         """Rank 0 claims ``path`` (:func:`pipeline.run.rundir.claim_run_dir`); every other rank
-        gets a claim that owns nothing, or rank 0's error."""
+        gets a claim that owns nothing. If the claim failed, or another rank could not start
+        (:meth:`__exit__`), every rank raises the error and rank 0 leaves no directory behind."""
         if not self.ranks:
             return claim_run_dir(path, config_text, resuming_here)
         owned: RunDir | None = None
@@ -221,10 +237,12 @@ class Job:
             except ConfigError as exc:
                 error = str(exc)
         errors = self._gather(error)
-        if owned is not None and errors[0]:
+        self._phase = "started"
+        failed = next(((r, str(e)) for r, e in enumerate(errors) if e), None)
+        if owned is not None and failed is not None:
             owned.release(keep=False)
-        if errors[0]:
-            raise ConfigError(str(errors[0]))
+        if failed is not None:
+            raise ConfigError(failed[1] if failed[0] == 0 else f"rank {failed[0]} could not start: {failed[1]}")
         return owned if owned is not None else RunDir(path, created=False, messages=[])
 
     def lockstep(self, league: League | None) -> Callable[[int], bool] | None:
