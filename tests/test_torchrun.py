@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from learner.checkpoint import load_policy
-from pipeline.config import resolve
+from pipeline.config import ConfigError, resolve
 from pipeline.config.flags import parse_config
 from pipeline.run.parts import actor_seed
 from pipeline.run.ranks import Job, rank_seed
@@ -98,6 +98,9 @@ def test_each_rank_collects_its_own_data_and_trains_its_share():
     assert first.run.display == "none" and first.run.eval_episodes == 0 and zero.run.display == job.run.display
     assert [Job(r, 3).share_of_chunks(10) for r in range(3)] == [4, 4, 4]
     assert Job().rank_config(config) is config and Job().job_config(config) is config
+    small = resolve(parse_config(["--total-steps", "256", "--envs-per-actor", "16", "--device", "cpu"]))
+    with pytest.raises(ConfigError, match=r"run.total_steps 256 is 1 chunk\(s\) of 256 agent-steps, fewer than the job's 2 ranks"):
+        one.job_config(small)
 
 
 @pytest.mark.slow

@@ -142,13 +142,20 @@ class Job:
     # ------------------------------------------------------------------ the config
     def job_config(self, config: PipelineConfig) -> PipelineConfig:
         """``config`` for the whole job: ``ppo.total_updates`` counts the job's updates, each of
-        which trains one batch of every rank. A job ``torchrun`` restarted continues its
+        which trains one batch of every rank; a budget of fewer chunks than ranks is refused
+        (every rank trains the same whole number of chunks, the job's budget rounded up). A job ``torchrun`` restarted continues its
         ``--run-dir`` where its last checkpoint left it (as ``--resume RUN``)."""
         run_dir = Path(config.run.run_dir) if config.run.run_dir else None
         if self.restarts and run_dir is not None and not config.run.resume and (run_dir / "config.toml").is_file():
             config = dataclasses.replace(config, run=dataclasses.replace(config.run, resume=str(run_dir)))
         if not self.ranks:
             return config
+        chunks = -(-config.run.total_steps // config.samples_per_chunk)
+        if chunks < self.world_size and not config.run.resume:
+            raise ConfigError(
+                f"run.total_steps {config.run.total_steps:,} is {chunks} chunk(s) of {config.samples_per_chunk} "
+                f"agent-steps, fewer than the job's {self.world_size} ranks (each rank trains whole chunks); "
+                f"raise --total-steps to at least {self.world_size * config.samples_per_chunk:,} or start fewer ranks")
         per_update = config.samples_per_batch * self.world_size
         total_updates = max(-(-config.run.total_steps // per_update), 1)
         return dataclasses.replace(config, ppo=dataclasses.replace(config.ppo, total_updates=total_updates))
