@@ -21,7 +21,7 @@ from learner.checkpoint import load_policy
 from pipeline.config import ConfigError, resolve
 from pipeline.config.flags import parse_config
 from pipeline.run.parts import actor_seed
-from pipeline.run.ranks import Job, rank_seed
+from pipeline.run.ranks import TIMEOUT_VARIABLE, Job, rank_seed
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = ["--actors", "1", "--envs-per-actor", "16", "--display", "plain", "--metrics-port", "-1",
@@ -29,8 +29,10 @@ TINY = ["--actors", "1", "--envs-per-actor", "16", "--display", "plain", "--metr
 """Each rank: one actor thread on 16 envs (a chunk is 256 agent-steps), no evaluation."""
 
 
-def _launch(*args: str, pythonpath: str = str(REPO)) -> subprocess.Popen[str]:
+def _launch(*args: str, pythonpath: str = str(REPO), timeout_s: str = "") -> subprocess.Popen[str]:
     env = dict(os.environ, PYTHONPATH=pythonpath, OMP_NUM_THREADS="1")
+    if timeout_s:
+        env[TIMEOUT_VARIABLE] = timeout_s
     # Own process group: a hang is killed with every rank, leaving no orphans.
     return subprocess.Popen([sys.executable, "-m", "torch.distributed.run", *args], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -207,6 +209,30 @@ def test_a_killed_rank_restarts_the_job_from_its_checkpoint(tmp_path):
     assert "learner replicas: identical on every rank" in out
     assert _agent_steps(run_dir / "checkpoints" / "latest.pt") == 16384
     assert f"job of 2 ranks: {16384 - before:,} agent-steps trained" in out
+
+
+@pytest.mark.slow
+def test_a_hung_rank_fails_the_job_after_the_collective_timeout(tmp_path):
+    run_dir = tmp_path / "run"
+    agent = _launch("--standalone", "--nproc-per-node", "2", "-m", "pipeline.launch", *TINY,
+                    "--total-steps", "16384", "--run-dir", str(run_dir), "--set", "run.checkpoint_interval_s=0.5",
+                    timeout_s="10")
+    try:
+        _wait_for_checkpoint(agent, run_dir)
+        pid = _rank_pid(agent, 1)
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)  # alive, holding its connections, answering nothing
+        out, _ = agent.communicate(timeout=300)  # a hang guard, not a timing bound
+    finally:
+        if agent.poll() is None:
+            os.killpg(agent.pid, signal.SIGKILL)
+    assert agent.returncode != 0
+    errors = [line for line in out.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "Timed out waiting 10000ms" in errors[0], out[-4000:]
+    assert "job: rank 0 failed; the ranks' shares were not gathered" in out
+    # Rank 0 still wrote its summary and a loadable checkpoint.
+    load_policy(run_dir / "checkpoints" / "latest.pt", device="cpu")
+    assert re.search(r"^checkpoint: .*ckpt_\d+\.pt$", out, re.MULTILINE)
 
 
 @pytest.mark.slow

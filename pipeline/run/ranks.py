@@ -50,7 +50,9 @@ from pipeline.transport.ring import RingStats
 
 COLLECTIVE_TIMEOUT_S = 300.0
 """Seconds a rank waits in one collective (a peer that neither answers nor dies) before the
-run fails with that message; a peer that dies is noticed at once (its connection closes)."""
+run fails with that message; a peer that dies is noticed at once (its connection closes).
+The environment variable :data:`TIMEOUT_VARIABLE` sets another."""
+TIMEOUT_VARIABLE = "MIDRANGE_COLLECTIVE_TIMEOUT_S"
 
 
 def _env_int(environ: Mapping[str, str], name: str, default: int) -> int:
@@ -332,6 +334,20 @@ def _attempt_store(env: Mapping[str, str], restarts: int, timeout: datetime.time
     return dist.PrefixStore(f"midrange/attempt_{restarts}", store)
 
 
+def _timeout_s(env: Mapping[str, str]) -> float:
+    text = env.get(TIMEOUT_VARIABLE, "")
+    if not text:
+        return COLLECTIVE_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise ConfigError(f"the environment variable {TIMEOUT_VARIABLE}={text!r} must be a number of "
+                          "seconds > 0 (how long a rank waits for the others in one collective)")
+    return value
+
+
 def open_job(device: str, environ: Mapping[str, str] | None = None) -> Job:
     """The job this process belongs to, its process group open (see the module docstring).
 
@@ -346,7 +362,8 @@ def open_job(device: str, environ: Mapping[str, str] | None = None) -> Job:
     if world < 1 or not 0 <= rank < world or local < 0:
         raise ConfigError(f"torchrun environment: RANK={rank}, LOCAL_RANK={local}, WORLD_SIZE={world} "
                           "is not a rank of the job (0 <= RANK < WORLD_SIZE)")
-    job = Job(rank, world, local, restarts=_env_int(env, "TORCHELASTIC_RESTART_COUNT", 0))
+    job = Job(rank, world, local, restarts=_env_int(env, "TORCHELASTIC_RESTART_COUNT", 0),
+              timeout_s=_timeout_s(env))
     if job.ranks:
         timeout = datetime.timedelta(seconds=job.timeout_s)
         try:
