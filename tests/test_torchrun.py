@@ -29,12 +29,12 @@ TINY = ["--actors", "1", "--envs-per-actor", "16", "--display", "plain", "--metr
 """Each rank: one actor thread on 16 envs (a chunk is 256 agent-steps), no evaluation."""
 
 
-def _launch(*args: str, pythonpath: str = str(REPO), timeout_s: str = "") -> subprocess.Popen[str]:
+def _launch(*args: str, pythonpath: str = str(REPO), timeout_s: str = "", cwd: Path = REPO) -> subprocess.Popen[str]:
     env = dict(os.environ, PYTHONPATH=pythonpath, OMP_NUM_THREADS="1")
     if timeout_s:
         env[TIMEOUT_VARIABLE] = timeout_s
     # Own process group: a hang is killed with every rank, leaving no orphans.
-    return subprocess.Popen([sys.executable, "-m", "torch.distributed.run", *args], cwd=REPO, env=env,
+    return subprocess.Popen([sys.executable, "-m", "torch.distributed.run", *args], cwd=cwd, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
 
@@ -55,11 +55,16 @@ def _digest(policy: torch.nn.Module) -> str:
     return hashlib.sha256(params.numpy().tobytes()).hexdigest()[:16]
 
 
-def _check_job(run_dir: Path, out: str, total: int) -> None:
-    """Rank 0 alone wrote the run directory; the job trained ``total`` agent-steps, half on each
-    rank, with exact sample accounting; both replicas ended equal to the checkpoint."""
-    assert sorted(p.name for p in run_dir.iterdir()) == [
-        "checkpoints", "config.toml", "league", "progress.csv", "run.log", "run.rank1.log"]
+def _check_job(run_dir: Path, out: str, total: int, rank1_dir: Path | None = None) -> None:
+    """Rank 0 alone wrote the run directory (rank 1 only its log, in ``rank1_dir`` on another
+    machine); the job trained ``total`` agent-steps, half on each rank, with exact sample
+    accounting; both replicas ended equal to the checkpoint."""
+    league_dir = ["league"] if "opponent league" in out else []
+    rank1_dir = run_dir if rank1_dir is None else rank1_dir
+    assert sorted(p.name for p in run_dir.iterdir()) == sorted(
+        ["checkpoints", "config.toml", *league_dir, "progress.csv", "run.log"]
+        + (["run.rank1.log"] if rank1_dir == run_dir else []))
+    assert [p.name for p in rank1_dir.iterdir()] == ["run.rank1.log"] or rank1_dir == run_dir
     assert "# job: world size 2" in (run_dir / "config.toml").read_text()
     job = re.search(r"job of 2 ranks: ([\d,]+) agent-steps trained; samples: produced (\d+) = "
                     r"consumed (\d+) \+ dropped (\d+) \+ in flight (\d+)", out)
@@ -75,6 +80,10 @@ def _check_job(run_dir: Path, out: str, total: int) -> None:
     assert {s[7] for s in shares} == {_digest(load_policy(checkpoint, device="cpu"))}
     extra = torch.load(checkpoint, map_location="cpu", weights_only=False)
     assert extra["extra"]["agent_steps"] == total
+    # Rank 1 kept its own record of the same job.
+    assert "learner replicas: identical on every rank" in (rank1_dir / "run.rank1.log").read_text()
+    if not league_dir:
+        return
     # One league: the records rank 0 saved hold every rank's games.
     league = re.search(r"league: ([\d,]+) games in the records, every rank's \(rank 0 ([\d,]+), "
                        r"rank 1 ([\d,]+)\)", out)
@@ -83,8 +92,6 @@ def _check_job(run_dir: Path, out: str, total: int) -> None:
     assert games == sum(per_rank) and min(per_rank) > 0
     records = json.loads((run_dir / "league" / "league.json").read_text())["records"].values()
     assert sum(r["wins"] + r["draws"] + r["losses"] for r in records) == games
-    # Rank 1 kept its own record of the same job.
-    assert "learner replicas: identical on every rank" in (run_dir / "run.rank1.log").read_text()
 
 
 def test_each_rank_collects_its_own_data_and_trains_its_share():
@@ -113,6 +120,14 @@ def test_two_ranks_train_one_job_to_the_end(tmp_path):
     _check_job(run_dir, out, 4096)
 
 
+@pytest.mark.slow
+def test_two_ranks_train_a_gymnasium_env(tmp_path):
+    run_dir = tmp_path / "run"
+    out = _finish(_launch("--standalone", "--nproc-per-node", "2", "-m", "pipeline.launch", *TINY,
+                          "--env", "gym:CartPole-v1", "--total-steps", "4096", "--run-dir", str(run_dir)))
+    _check_job(run_dir, out, 4096)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -120,15 +135,17 @@ def _free_port() -> int:
 
 
 def _two_machines(args: list[list[str]], pythonpath: list[str] | None = None,
-                  exit_code: int = 0) -> list[str]:
+                  exit_code: int = 0, cwds: list[Path] | None = None) -> list[str]:
     """Two ``torchrun`` agents as two machines of one rank each (c10d rendezvous on
-    127.0.0.1), running ``pipeline.launch`` with ``args[node]``; their outputs."""
+    127.0.0.1), running ``pipeline.launch`` with ``args[node]`` in ``cwds[node]``; their
+    outputs."""
     port = _free_port()
     agents = [
         _launch("--nnodes", "2", "--node-rank", str(node), "--nproc-per-node", "1",
                 "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
                 "--rdzv-id", f"midrange-{port}", "--master-addr", "127.0.0.1", "--max-restarts", "0",
-                "-m", "pipeline.launch", *args[node], pythonpath=(pythonpath or [str(REPO)] * 2)[node])
+                "-m", "pipeline.launch", *args[node], pythonpath=(pythonpath or [str(REPO)] * 2)[node],
+                cwd=(cwds or [REPO] * 2)[node])
         for node in (0, 1)]
     try:
         outs = []
@@ -149,12 +166,16 @@ def _two_machines(args: list[list[str]], pythonpath: list[str] | None = None,
 
 @pytest.mark.slow
 def test_two_machines_simulated_on_one_host(tmp_path):
-    run_dir = tmp_path / "run"
-    args = [*TINY, "--total-steps", "4096", "--run-dir", str(run_dir)]
-    outs = _two_machines([args, args])
-    # The node whose agent placed rank 0 printed the job's summary.
-    out = next((o for o in outs if "job of 2 ranks" in o), outs[0])
-    _check_job(run_dir, out, 4096)
+    # Each machine its own working directory, so the relative --run-dir is a directory of
+    # its own on each: nothing of the job crosses but the process group.
+    machines = [tmp_path / "machine0", tmp_path / "machine1"]
+    for machine in machines:
+        machine.mkdir()
+    args = [*TINY, "--total-steps", "4096", "--run-dir", "run"]
+    outs = _two_machines([args, args], cwds=machines)
+    # The rendezvous decides which machine runs rank 0; it printed the job's summary.
+    first = next(i for i, o in enumerate(outs) if "job of 2 ranks" in o)
+    _check_job(machines[first] / "run", outs[first], 4096, rank1_dir=machines[1 - first] / "run")
 
 
 def _rank_pid(agent: subprocess.Popen[str], rank: int) -> int | None:

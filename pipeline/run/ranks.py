@@ -252,7 +252,14 @@ class Job:
             owned.release(keep=False)
         if failed is not None:
             raise ConfigError(failed[1] if failed[0] == 0 else f"rank {failed[0]} could not start: {failed[1]}")
-        return owned if owned is not None else RunDir(path, created=False, messages=[])
+        if owned is not None:
+            return owned
+        try:  # a rank on another machine keeps its log in a directory of the same name there
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"run.run_dir {path}: rank {self.rank} cannot create it for its log: "
+                              f"{exc.strerror or exc}") from None
+        return RunDir(path, created=False, messages=[])
 
     def lockstep(self, league: League | None) -> Callable[[int], bool] | None:
         """The run's update agreement (:meth:`agree_to_update`; None for one rank), with
