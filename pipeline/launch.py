@@ -224,7 +224,7 @@ def _train(job: Job, config: PipelineConfig, parts: RunParts, metrics: Metrics, 
     the_run = Run(parts, BatchIntake(parts, metrics), budget,
                   Scheduler(progress, config.run.sync, config.run.actor_threads), progress,
                   lockstep=job.lockstep(parts.league))
-    if job.ranks:
+    if job.distributed:
         display.message(job.describe(budget.total_chunks, config.samples_per_chunk))
     if config.run.profile > 0:
         # Constructed here, in the main thread, where the profiler must first start.

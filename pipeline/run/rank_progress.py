@@ -61,6 +61,6 @@ class JobProgress(RunProgress):
 def make_progress(job: Job, parts: RunParts, metrics: Metrics, display: Display, log: logging.Logger,
                   run_dir: Path, agent_steps_before: int, mode: str) -> RunProgress:
     """The run's :class:`RunProgress`; a :class:`JobProgress` in a job of several ranks."""
-    if job.ranks:
+    if job.distributed:
         return JobProgress(job, parts, metrics, display, log, run_dir, agent_steps_before, mode)
     return RunProgress(parts, metrics, display, log, run_dir, agent_steps_before, mode)

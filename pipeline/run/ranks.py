@@ -32,7 +32,7 @@ import datetime
 import hashlib
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -106,12 +106,12 @@ class Job:
     :attr:`trained_samples` once this rank's update is done."""
     league_results: LeagueResults | None = None
     """The exchange of league games between the ranks (with a league)."""
-    _phase: str = "apart"
+    _phase: str = field(default="apart", init=False)
     """``apart`` until the ranks met (:meth:`agree_on_start`), ``met`` until they exchanged how
     their start went (:meth:`claim_run_dir`), then ``started``."""
 
     @property
-    def ranks(self) -> bool:
+    def distributed(self) -> bool:
         """Whether the job has more than one rank."""
         return self.world_size > 1
 
@@ -122,7 +122,7 @@ class Job:
 
     def close(self) -> None:
         """Close the process group (every rank, on every path)."""
-        if self.ranks:
+        if self.distributed:
             shutdown()
 
     def __enter__(self) -> Job:
@@ -132,7 +132,7 @@ class Job:
         """Close the group; a rank whose start failed first tells the others, which wait for
         it to claim the run directory (:meth:`claim_run_dir`), so they stop with its error."""
         try:
-            if isinstance(exc, Exception) and self.ranks and self._phase == "met":
+            if isinstance(exc, Exception) and self.distributed and self._phase == "met":
                 text = str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
                 self._phase = "started"
                 self._gather(" ".join(text.split()) or type(exc).__name__)
@@ -150,7 +150,7 @@ class Job:
         run_dir = Path(config.run.run_dir) if config.run.run_dir else None
         if self.restarts and run_dir is not None and not config.run.resume and (run_dir / "config.toml").is_file():
             config = dataclasses.replace(config, run=dataclasses.replace(config.run, resume=str(run_dir)))
-        if not self.ranks:
+        if not self.distributed:
             return config
         chunks = -(-config.run.total_steps // config.samples_per_chunk)
         if chunks < self.world_size and not config.run.resume:
@@ -164,7 +164,7 @@ class Job:
 
     def config_note(self) -> str:
         """The ``config.toml`` comment recording the job's ranks (empty for one rank)."""
-        if not self.ranks:
+        if not self.distributed:
             return ""
         return (f"# job: world size {self.world_size} (torchrun); each rank runs the actors above "
                 "with seeds derived from run.seed and its rank, and a learner replica\n")
@@ -173,7 +173,7 @@ class Job:
         """``config`` as this rank runs it: its own seeds, its own GPU (``cuda:LOCAL_RANK``);
         on every rank but 0 no display, no profile, no TensorBoard and no evaluation (rank 0
         shows and writes the job's)."""
-        if not self.ranks:
+        if not self.distributed:
             return config
         run = dataclasses.replace(config.run, seed=rank_seed(config.run.seed, self.rank))
         if device_is_cuda(run.device) and self.local_rank < torch.cuda.device_count():
@@ -215,7 +215,7 @@ class Job:
 
     def agree_on_start(self, config_text: str, run_dir: Path) -> Path:
         """Check that every rank runs ``config_text``; return rank 0's ``run_dir``."""
-        if not self.ranks:
+        if not self.distributed:
             return run_dir
         gathered = self._gather((config_text, str(run_dir)))
         self._phase = "met"
@@ -236,7 +236,7 @@ class Job:
         """Rank 0 claims ``path`` (:func:`pipeline.run.rundir.claim_run_dir`); every other rank
         gets a claim that owns nothing. If the claim failed, or another rank could not start
         (:meth:`__exit__`), every rank raises the error and rank 0 leaves no directory behind."""
-        if not self.ranks:
+        if not self.distributed:
             return claim_run_dir(path, config_text, resuming_here)
         owned: RunDir | None = None
         error = ""
@@ -264,7 +264,7 @@ class Job:
     def lockstep(self, league: League | None) -> Callable[[int], bool] | None:
         """The run's update agreement (:meth:`agree_to_update`; None for one rank), with
         ``league``'s games exchanged at every agreement."""
-        if not self.ranks:
+        if not self.distributed:
             return None
         if league is not None:
             self.league_results = LeagueResults(league, self.rank)
@@ -274,7 +274,7 @@ class Job:
         """Blocking, on the learner's thread: True when every rank holds a batch (``samples``
         > 0) for the next update; False when any rank has none (it stopped or is done), and
         then no rank updates again. Counts the job's trained samples."""
-        if not self.ranks:
+        if not self.distributed:
             return samples > 0
         counts = torch.tensor([1 if samples > 0 else 0, samples], dtype=torch.int64,
                               device=f"cuda:{self.local_rank}" if dist.get_backend() == "nccl" else "cpu")
@@ -295,7 +295,7 @@ class Job:
         """The summary's lines on the job: its sample accounting summed over the ranks, each
         rank's share, and whether the learner replicas ended identical. Collective, unless this
         rank's run ended on an error (``failed``: the other ranks may be anywhere)."""
-        if not self.ranks:
+        if not self.distributed:
             return []
         if failed:
             return [f"job: rank {self.rank} failed; the ranks' shares were not gathered"]
@@ -371,7 +371,7 @@ def open_job(device: str, environ: Mapping[str, str] | None = None) -> Job:
                           "is not a rank of the job (0 <= RANK < WORLD_SIZE)")
     job = Job(rank, world, local, restarts=_env_int(env, "TORCHELASTIC_RESTART_COUNT", 0),
               timeout_s=_timeout_s(env))
-    if job.ranks:
+    if job.distributed:
         timeout = datetime.timedelta(seconds=job.timeout_s)
         try:
             init_from_env(device, timeout=timeout, store=_attempt_store(env, job.restarts, timeout))
