@@ -310,3 +310,43 @@ def test_a_rank_that_cannot_start_stops_every_rank_with_its_error(tmp_path):
         assert "exitcode  : 2" in out and "exitcode  : -" not in out
     assert any(" could not start: " in _errors(out)[0] for out in outs)
     assert not run_dir.exists()
+
+
+def test_ranks_exchange_their_league_games_once_each(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+    from threading import Barrier
+
+    from pipeline.config import LeagueConfig
+    from pipeline.league.matchmaking import League
+    from pipeline.run.rank_league import LeagueResults, Results
+
+    leagues = [League(LeagueConfig(anchors=["crank", "random"]), tmp_path / f"league{r}", 0,
+                      lambda: torch.nn.Linear(1, 1)) for r in range(2)]
+    sides = [LeagueResults(league, rank) for rank, league in enumerate(leagues)]
+    posted: list[Results] = [{}, {}]
+    meet = Barrier(2)
+
+    def gather(rank: int, own: Results) -> list[Results]:  # an all-gather between two threads
+        posted[rank] = own
+        meet.wait()
+        out = list(posted)
+        meet.wait()
+        return out
+
+    def exchange_all() -> None:
+        with ThreadPoolExecutor(2) as pool:
+            for future in [pool.submit(side.exchange, lambda own, r=r: gather(r, own)) for r, side in enumerate(sides)]:
+                future.result()
+
+    leagues[0].records["crank"].add(3, 1, 2, window=500)
+    leagues[1].records["crank"].add(1, 0, 0, window=500)
+    leagues[1].records["random"].add(0, 0, 4, window=500)
+    exchange_all()
+    exchange_all()  # nothing new: nothing counted twice
+    leagues[1].records["random"].add(2, 0, 0, window=500)
+    exchange_all()
+    for league in leagues:
+        crank, rand = league.records["crank"], league.records["random"]
+        assert (crank.wins, crank.draws, crank.losses) == (4, 1, 2)
+        assert (rand.wins, rand.draws, rand.losses) == (2, 0, 4)
+    assert [side.own_games for side in sides] == [6, 7] and sides[0].games() == sides[1].games() == 13
