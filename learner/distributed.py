@@ -21,6 +21,7 @@ imports those modules first, while ``group.WORLD`` is still None.
 
 from __future__ import annotations
 
+import datetime
 import gc
 import importlib
 import os
@@ -29,6 +30,10 @@ import weakref
 import torch
 import torch.distributed as dist
 from torch import Tensor, nn
+
+
+class CollectiveError(dist.DistError):
+    """A collective of the learner failed: a peer rank died, or did not answer in time."""
 
 
 def is_distributed() -> bool:
@@ -55,12 +60,15 @@ _WORLD_BINDING_MODULES = (
 )
 
 
-def init_from_env(device: torch.device | str = "cpu") -> bool:
+def init_from_env(device: torch.device | str = "cpu", timeout: datetime.timedelta | None = None,
+                  store: dist.Store | None = None) -> bool:
     """Initialize the default process group from ``torchrun``'s environment variables.
 
     Does nothing and returns False when ``WORLD_SIZE`` is unset or 1, or a group already exists.
     The backend is NCCL for a CUDA ``device`` (whose index is then set from ``LOCAL_RANK``) and
-    gloo otherwise. Call :func:`shutdown` when the collectives are done.
+    gloo otherwise; ``timeout`` bounds joining the group and every collective (torch's default
+    when None). ``store``: the key-value store the ranks meet in (default: the one at
+    ``MASTER_ADDR:MASTER_PORT``). Call :func:`shutdown` when the collectives are done.
     """
     if not dist.is_available() or dist.is_initialized():
         return False
@@ -71,9 +79,12 @@ def init_from_env(device: torch.device | str = "cpu") -> bool:
     device = torch.device(device)
     if device.type == "cuda":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-        dist.init_process_group("nccl")
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    if store is None:
+        dist.init_process_group(backend, timeout=timeout)
     else:
-        dist.init_process_group("gloo")
+        dist.init_process_group(backend, timeout=timeout, store=store, rank=int(os.environ["RANK"]),
+                                world_size=int(os.environ["WORLD_SIZE"]))
     return True
 
 
@@ -137,7 +148,7 @@ class GradientAllReducer:
                 view.zero_()
             else:
                 view.copy_(p.grad)
-        dist.all_reduce(self.flat)
+        all_reduce_sum_(self.flat, "the gradients")
         self.flat.div_(dist.get_world_size())
         for p, view in zip(self.params, self._views, strict=True):
             if p.grad is None:
@@ -146,9 +157,18 @@ class GradientAllReducer:
                 p.grad.copy_(view)
 
 
+def all_reduce_sum_(tensor: Tensor, what: str) -> None:
+    """In-place sum of ``tensor`` over ranks; :class:`CollectiveError` naming ``what`` when a
+    peer is gone or the collective times out."""
+    try:
+        dist.all_reduce(tensor)
+    except RuntimeError as exc:
+        raise CollectiveError(f"summing {what} over the ranks failed: {' '.join(str(exc).split())}") from exc
+
+
 def all_reduce_mean_(tensor: Tensor) -> Tensor:
     """In-place mean of ``tensor`` over ranks (identity without a process group)."""
     if is_distributed():
-        dist.all_reduce(tensor)
+        all_reduce_sum_(tensor, "a statistic")
         tensor.div_(dist.get_world_size())
     return tensor

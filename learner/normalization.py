@@ -6,6 +6,8 @@ import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
+from learner.distributed import all_reduce_sum_
+
 
 class RunningObsNorm(nn.Module):
     """Per-component running mean and variance of observations (Chan et al. parallel merge).
@@ -53,7 +55,7 @@ class RunningObsNorm(nn.Module):
              x.sum(0), (x * x).sum(0)]
         )
         if sync and dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-            dist.all_reduce(moments)
+            all_reduce_sum_(moments, "the observation statistics")
         n_b = moments[0]
         mean_b = moments[1:1 + self.dim] / n_b
         var_b = (moments[1 + self.dim:] / n_b - mean_b * mean_b).clamp_min(0.0)

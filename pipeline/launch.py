@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from torch.distributed import DistError
 
 from actors.step import ContractViolation
 from learner import NonFiniteError
@@ -36,13 +37,16 @@ from pipeline.evaluation.gym import EvaluationError, evaluate_returns
 from pipeline.league.pool import LeagueStateNotWritten
 from pipeline.league.resuming import resume_league
 from pipeline.run.budget import Budget
+from pipeline.run.cuda_steps import step_description
 from pipeline.run.display import Display, make_display
 from pipeline.run.intake import BatchIntake
 from pipeline.run.loops import Run, drive
 from pipeline.run.outputs import log_failure, make_logger
 from pipeline.run.parts import RunParts, build, check_resources
 from pipeline.run.progress import RETURN_WINDOW_EPISODES, RunFailed, RunProgress
-from pipeline.run.rundir import claim_run_dir, default_run_dir, run_dir_of
+from pipeline.run.rank_progress import make_progress
+from pipeline.run.ranks import Job, open_job
+from pipeline.run.rundir import default_run_dir, run_dir_of
 from pipeline.run.scheduler import Scheduler
 from pipeline.transport.ring import RingStats
 
@@ -108,15 +112,25 @@ def run(config: PipelineConfig) -> RunResult:
     """Run a resolved config to the end; raises ConfigError for bad values found late.
 
     Every input (plug-in specs, the checkpoint to resume, the metrics port, the memory it all
-    needs) is checked before anything is written; then the run directory is claimed.
+    needs) is checked before anything is written; then the run directory is claimed. Under
+    ``torchrun`` each rank runs this, as one rank of a job (:mod:`pipeline.run.ranks`).
     """
+    with open_job(config.run.device) as job:
+        return _run_rank(job, config)
+
+
+def _run_rank(job: Job, config: PipelineConfig) -> RunResult:
+    """:func:`run` as rank ``job.rank`` of ``job``."""
+    config = job.job_config(config)
+    text = config_text(config) + job.config_note()
+    path = job.agree_on_start(text, Path(config.run.run_dir) if config.run.run_dir else default_run_dir())
+    config = job.rank_config(config)
     if config.run.device == "cpu":
         # Several actor threads share few cores: one intra-op thread each avoids oversubscription.
         torch.set_num_threads(1)
     seed_global_generators(config.run.seed)
     check_resources(config)
     metrics = Metrics()
-    path = Path(config.run.run_dir) if config.run.run_dir else default_run_dir()
     parts = build(config, metrics, path)
     steps_done = 0
     league_notes: list[str] = []
@@ -131,6 +145,7 @@ def run(config: PipelineConfig) -> RunResult:
         if parts.league is not None and resumed is not None:
             league_notes = resume_league(parts.league, resumed, config)
         steps_done = int(extra.get("agent_steps", 0))
+        job.after_resume(config.run.seed, steps_done)
         parts.publisher.publish(parts.learner.policy, parts.learner.policy_version)
         for actor in parts.actors:
             actor.sync_weights(parts.publisher)
@@ -145,8 +160,8 @@ def run(config: PipelineConfig) -> RunResult:
         except (MetricsPortInUseError, OSError) as exc:
             raise ConfigError(f"run.metrics_port: {exc.strerror or exc}") from None
     try:
-        owned = claim_run_dir(path, config_text(config),
-                              resuming_here=resumed is not None and resumed.resolve() == path.resolve())
+        owned = job.claim_run_dir(path, text,
+                                  resuming_here=resumed is not None and resumed.resolve() == path.resolve())
     except BaseException:
         if exporter is not None:
             exporter.close()
@@ -154,7 +169,7 @@ def run(config: PipelineConfig) -> RunResult:
     started = False
     try:
         try:
-            log = make_logger(path)
+            log = make_logger(path, job.log_name)
         except OSError as exc:
             raise ConfigError(f"cannot write {exc.filename}: {(exc.strerror or str(exc)).lower()}") from None
         display = make_display(config.run.display, log)
@@ -172,7 +187,7 @@ def run(config: PipelineConfig) -> RunResult:
                 display.message(f"warning: metrics are exposed to the network: --metrics-addr "
                                 f"{exporter.addr} listens beyond this machine (127.0.0.1 keeps them on it)")
         started = True
-        return _train(config, parts, metrics, display, log, path, steps_done, exporter)
+        return _train(job, config, parts, metrics, display, log, path, steps_done, exporter)
     finally:
         parts.close()  # a Gymnasium env's worker processes
         owned.release(keep=started)
@@ -185,7 +200,7 @@ def config_text(config: PipelineConfig) -> str:
         f"ppo.seed = {config.ppo.seed} (from run.seed)\n")
 
 
-def _train(config: PipelineConfig, parts: RunParts, metrics: Metrics, display: Display,
+def _train(job: Job, config: PipelineConfig, parts: RunParts, metrics: Metrics, display: Display,
            log: logging.Logger, run_dir: Path, steps_done: int, exporter: Exporter | None) -> RunResult:
     """The run itself, in a claimed run directory; then the summary."""
     mode = "sync" if config.run.sync else "async"
@@ -202,11 +217,14 @@ def _train(config: PipelineConfig, parts: RunParts, metrics: Metrics, display: D
         + f" · {config.run.total_steps:,} agent-steps"
         + (f" · resumed at {steps_done:,}" if steps_done else "")
     )
-    progress = RunProgress(parts, metrics, display, log, run_dir, steps_done, mode)
+    progress = make_progress(job, parts, metrics, display, log, run_dir, steps_done, mode)
     remaining = max(config.run.total_steps - steps_done, 0)
-    budget = Budget(-(-remaining // config.samples_per_chunk))
+    budget = Budget(job.share_of_chunks(-(-remaining // config.samples_per_chunk)))
     the_run = Run(parts, BatchIntake(parts, metrics), budget,
-                  Scheduler(progress, config.run.sync, config.run.actor_threads), progress)
+                  Scheduler(progress, config.run.sync, config.run.actor_threads), progress,
+                  lockstep=job.lockstep(parts.league))
+    if job.distributed:
+        display.message(job.describe(budget.total_chunks, config.samples_per_chunk))
     if config.run.profile > 0:
         # Constructed here, in the main thread, where the profiler must first start.
         progress.profile = ProfileSession(run_dir, iterations=config.run.profile, warmup=1,
@@ -224,7 +242,7 @@ def _train(config: PipelineConfig, parts: RunParts, metrics: Metrics, display: D
     try:
         try:
             _run_loop(the_run, report, config.run.log_interval_s)
-        except (RunFailed, ContractViolation, NonFiniteError, CheckpointError, OSError) as exc:
+        except (RunFailed, ContractViolation, NonFiniteError, CheckpointError, OSError, DistError) as exc:
             error = _one_line(exc)
             display.message(f"error: {error}")
             log.error("run failed: %s", error, exc_info=not isinstance(exc, RunFailed))
@@ -244,7 +262,7 @@ def _train(config: PipelineConfig, parts: RunParts, metrics: Metrics, display: D
             display.close()
             if exporter is not None:
                 exporter.close()
-        result = _summarize(config, the_run, progress, display, log, end - start, exit_code,
+        result = _summarize(job, config, the_run, progress, display, log, end - start, exit_code,
                             graph_actors, error)
         failure = log_failure(log)
         if failure is not None and progress.output_failure is None:  # the summary met a full disk
@@ -298,15 +316,6 @@ def _on_signal(the_run: Run, sig: int) -> None:
     the_run.request_stop(f"received {signal.Signals(sig).name}")
 
 
-def step_description(config: PipelineConfig, parts: RunParts, graph_actors: int) -> str:
-    """How the actors step on CUDA: captured graphs or eager (and why), compiled sim or not."""
-    n = len(parts.actors)
-    text = (f"actor step: {graph_actors}/{n} actors replay a CUDA graph · sim "
-            f"{'compiled' if config.run.compile_sim else 'eager'}")
-    errors = sorted({a.graph_error for a in parts.actors if a.graph_error})
-    if errors:
-        text += " · capture failed: " + "; ".join(errors)
-    return text
 
 
 def _exit_now(signum: int, frame: object) -> None:
@@ -316,7 +325,7 @@ def _exit_now(signum: int, frame: object) -> None:
     os._exit(130)
 
 
-def _summarize(config: PipelineConfig, the_run: Run, progress: RunProgress, display: Display,
+def _summarize(job: Job, config: PipelineConfig, the_run: Run, progress: RunProgress, display: Display,
                log: logging.Logger, wall: float, exit_code: int, graph_actors: int,
                error: str) -> RunResult:
     """Final checkpoint, summary lines and evaluation (``wall``: the run's seconds of work).
@@ -368,6 +377,7 @@ def _summarize(config: PipelineConfig, the_run: Run, progress: RunProgress, disp
         last = progress.win_history[-1]
         lines.append(f"win rate vs {config.actors.opponent}: {first[1]:.1%} at {first[0]:,} steps "
                      f"→ {last[1]:.1%} at {last[0]:,} steps")
+    lines += job.share_lines(progress.trained_samples, s, progress.updates, parts.learner.policy, bool(error))
     for line in lines:
         display.message(line)
     if exit_code == 0 and not stopped and ckpt is not None and config.run.eval_episodes > 0:

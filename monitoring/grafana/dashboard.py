@@ -79,8 +79,13 @@ ROWS: tuple[Row, ...] = (
               description="Decisions of learning fighters per second."),
         Panel("Physics env-steps per second", (_q(f"sum by (actor) (rate(midrange_actor_physics_steps_total[{RATE}]))", "actor {{actor}}"),), "ops",
               description="Environments x physics steps per second."),
-        Panel("Learner samples and updates per second", (_q(f"rate(midrange_learner_samples_total[{RATE}])", "samples"),
-                                                         _q(f"rate(midrange_learner_updates_total[{RATE}])", "updates")), "ops"),
+        Panel("Learner samples and updates per second", (_q(f"sum(rate(midrange_learner_samples_total[{RATE}]))", "samples"),
+                                                         _q(f"max(rate(midrange_learner_updates_total[{RATE}]))", "updates")), "ops",
+              description="The job's: samples summed over the ranks of a torchrun job; every rank makes every update."),
+        Panel("Each rank's share of the samples", (_q(f"sum by (instance) (rate(midrange_learner_samples_total[{RATE}])) "
+                                                      f"/ ignoring (instance) group_left sum(rate(midrange_learner_samples_total[{RATE}])) "
+                                                      "* on (instance) group_left (rank) midrange_build_info", "rank {{rank}}"),),
+              "percentunit", description="Under torchrun: the samples each rank trained on, as a share of the job's (one exporter per rank)."),
         Panel("Policy version", (_q("max(midrange_policy_version)", "version"),), kind="stat"),
         Panel("Env worker restarts", (_q(f"sum by (reason) (increase(midrange_env_worker_restarts_total[{RATE}]))", "{{reason}}"),), "short",
               description="Env worker processes restarted: died (crashed or exited) or timeout (hung past step_timeout_s, killed)."),
@@ -134,7 +139,8 @@ ROWS: tuple[Row, ...] = (
                   f'+ 0.5 * sum by (opponent) (rate(midrange_league_games_total{{outcome="draw"}}[{RATE}]))) '
                   f"/ sum by (opponent) (rate(midrange_league_games_total[{RATE}]))", "{{opponent}}"),), "percentunit",
               description="Wins plus half the draws per league game against each opponent."),
-        Panel("League games per second", (_q(f"sum by (opponent) (rate(midrange_league_games_total[{RATE}]))", "{{opponent}}"),), "ops"),
+        Panel("League games per second", (_q(f"max by (opponent) (rate(midrange_league_games_total[{RATE}]))", "{{opponent}}"),), "ops",
+              description="Under torchrun every rank's records hold the whole job's games: the largest count is the job's."),
     )),
     Row("Learning", (
         Panel("Losses", (_q("midrange_learner_loss", "{{term}}"),)),

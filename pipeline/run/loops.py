@@ -47,6 +47,9 @@ class Run:
     hooks: RunHooks
     stop_reason: str = ""
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    lockstep: Callable[[int], bool] | None = None
+    """In a job of several ranks (:mod:`pipeline.run.ranks`): called on the learner's thread with
+    the samples of the next batch (0: none), True when every rank holds one and updates."""
 
     def request_stop(self, reason: str) -> None:
         """Stop producing; waiting actors and the learner are woken through the ring."""
@@ -97,8 +100,16 @@ async def actor_loop(run: Run, actor_id: int) -> None:
 
 
 async def learner_loop(run: Run) -> None:
-    """The learner: collect → update → release → publish, until the ring is drained or stopped."""
-    while slots := await run.intake.collect(run.budget, run.sched):
+    """The learner: collect → update → release → publish, until the ring is drained or stopped
+    (in a job of several ranks: until any rank has no batch for the next update)."""
+    while (slots := await run.intake.collect(run.budget, run.sched)) or run.lockstep is not None:
+        if run.lockstep is not None and not await run.sched.run(
+                "learner", run.lockstep, sum(s.spec.samples for s in slots), busy=False):
+            if slots:  # another rank stopped: no rank trains again
+                run.intake.held = slots
+                run.intake.unread_held()
+                run.request_stop("another rank of the job stopped")
+            break
         await run.sched.run("learner", train_on, run, slots)
         run.budget.add_trained(len(slots))
         await run.sched.turn()

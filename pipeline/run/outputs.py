@@ -56,15 +56,16 @@ class RunLogHandler(logging.Handler):
             self.failure = exc
 
 
-def make_logger(run_dir: Path) -> logging.Logger:
-    """A logger writing to ``run_dir/run.log`` (one per run directory)."""
-    log = logging.getLogger(f"pipeline.run.{run_dir.resolve()}")
+def make_logger(run_dir: Path, name: str = RUN_LOG) -> logging.Logger:
+    """A logger writing to ``run_dir/name`` (one per run directory and name: ``run.log``, or
+    ``run.rankN.log`` for rank N of a torchrun job)."""
+    log = logging.getLogger(f"pipeline.run.{run_dir.resolve()}.{name}")
     log.setLevel(logging.INFO)
     log.propagate = False
     for h in list(log.handlers):
         log.removeHandler(h)
         h.close()
-    handler = RunLogHandler(run_dir / RUN_LOG)
+    handler = RunLogHandler(run_dir / name)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     log.addHandler(handler)
     return log

@@ -92,7 +92,7 @@ class RunProgress:
         self._last_lag_index = 0
         self._last_checkpoint_t = self.start_time
         self._lock = threading.Lock()  # hooks come from the loop thread and the learner's
-        self.progress_log = ProgressLog(run_dir, self.config.run.tensorboard, agent_steps_before)
+        self.progress_log = self._open_progress_log(agent_steps_before)
         """``RUN/progress.csv`` (and TensorBoard): one row per opponent at every report."""
         if self.progress_log.dropped_rows:
             display.message(
@@ -101,6 +101,11 @@ class RunProgress:
         self.output_failure: OSError | None = None
         """The first failed write of ``progress.csv``, TensorBoard or the run log (a full disk):
         the run stops on it, and no report writes anything after it."""
+
+    def _open_progress_log(self, agent_steps_before: int) -> ProgressLog:
+        """``RUN/progress.csv`` (and TensorBoard) for this run, its rows past ``agent_steps_before``
+        dropped."""
+        return ProgressLog(self.run_dir, self.config.run.tensorboard, agent_steps_before)
 
     @property
     def agent_steps(self) -> int:
