@@ -8,6 +8,7 @@ interrupt (exit at once; the last checkpoint stays loadable).
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -21,6 +22,7 @@ from pathlib import Path
 import torch
 
 from actors.step import ContractViolation
+from actors.workers.env_worker_handle import unlink_owned_blocks
 from learner import NonFiniteError
 from learner.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint_path
 from learner.checkpoint.rng import seed_global_generators
@@ -311,6 +313,9 @@ def step_description(config: PipelineConfig, parts: RunParts, graph_actors: int)
 
 def _exit_now(signum: int, frame: object) -> None:
     # Saved files are written atomically, so leaving mid-write keeps the last checkpoint loadable.
+    # The env workers' shared blocks are unlinked here (no teardown runs); the children see
+    # this process end and exit by themselves (actors.workers.supervision.follow_parent).
+    unlink_owned_blocks()
     sys.stderr.write(f"{signal.Signals(signum).name}: exiting now\n")
     sys.stderr.flush()
     os._exit(130)
@@ -387,4 +392,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_code = main()
+    # The interpreter's last collections would walk every object of the run (seconds on a
+    # loaded host, after the run has ended): they skip what is frozen.
+    gc.freeze()
+    sys.exit(exit_code)

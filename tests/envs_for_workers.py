@@ -112,3 +112,8 @@ class TextActionEnv(CounterEnv):
     def __init__(self) -> None:
         super().__init__()
         self.action_space = spaces.Text(8)
+
+
+def crash_loop_env() -> FaultyEnv:
+    """An env whose worker segfaults 30 steps into every episode (``--env envs_for_workers:crash_loop_env``)."""
+    return FaultyEnv("segv", fault_seed=None, at_step=30)

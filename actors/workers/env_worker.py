@@ -31,7 +31,7 @@ from actors.workers.env_protocol import (
     buffer_views,
     pack,
 )
-from actors.workers.supervision import error_report, ignore_interrupts, unpack
+from actors.workers.supervision import error_report, follow_parent, unpack
 
 
 def _error(env_index: int, method: str) -> bytes:
@@ -181,7 +181,7 @@ class _EnvLoop:
 def worker_main(conn: Connection, spec: bytes, env_offset: int, num_envs: int) -> None:
     """Build ``num_envs`` envs from ``spec``, report their spaces (pickled, once), attach the
     shared block named by the parent, then serve control messages until ``close`` or EOF."""
-    ignore_interrupts()
+    follow_parent()  # the parent decides when its workers stop
     envs: list[Any] = []
     factories: list[tuple[str, Any]] = []
     try:
