@@ -2,7 +2,7 @@
 
 Exit codes: 0 finished or stopped cleanly (SIGINT/SIGTERM: checkpoint saved), 1 the run failed
 (e.g. actors kept crashing), 2 a bad option or config value (the message names it), 130 a second
-interrupt (exit at once; the last checkpoint stays loadable).
+interrupt (exit at once; the last checkpoint stays loadable), 143 SIGTERM before the run started.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import os
 import signal
 import sys
 import threading
@@ -22,7 +21,6 @@ from pathlib import Path
 import torch
 
 from actors.step import ContractViolation
-from actors.workers.env_worker_handle import unlink_owned_blocks
 from learner import NonFiniteError
 from learner.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint_path
 from learner.checkpoint.rng import seed_global_generators
@@ -42,6 +40,7 @@ from pipeline.run.parts import RunParts, build, check_resources
 from pipeline.run.progress import RETURN_WINDOW_EPISODES, RunFailed, RunProgress
 from pipeline.run.rundir import claim_run_dir, default_run_dir, run_dir_of
 from pipeline.run.scheduler import Scheduler
+from pipeline.run.signals import StartInterrupted, exit_now, interrupt_start, on_signal
 from pipeline.transport.ring import RingStats
 
 
@@ -262,7 +261,7 @@ def _run_loop(the_run: Run, report: Callable[[], None], interval_s: float) -> No
         loop = asyncio.get_running_loop()
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, _on_signal, the_run, sig)
+                loop.add_signal_handler(sig, on_signal, the_run, sig)
         try:
             await drive(the_run, report, interval_s)
         finally:
@@ -270,7 +269,7 @@ def _run_loop(the_run: Run, report: Callable[[], None], interval_s: float) -> No
                 for sig in (signal.SIGINT, signal.SIGTERM):
                     loop.remove_signal_handler(sig)
                     # From here on (final checkpoint, summary, evaluation) an interrupt means "now".
-                    signal.signal(sig, _exit_now)
+                    signal.signal(sig, exit_now)
 
     try:
         import uvloop
@@ -278,12 +277,6 @@ def _run_loop(the_run: Run, report: Callable[[], None], interval_s: float) -> No
         asyncio.run(main())
         return
     uvloop.run(main())
-
-
-def _on_signal(the_run: Run, sig: int) -> None:
-    if the_run.budget.stopped:
-        _exit_now(sig, None)
-    the_run.request_stop(f"received {signal.Signals(sig).name}")
 
 
 def _close_profile(progress: RunProgress, display: Display) -> None:
@@ -309,16 +302,6 @@ def step_description(config: PipelineConfig, parts: RunParts, graph_actors: int)
     if errors:
         text += " · capture failed: " + "; ".join(errors)
     return text
-
-
-def _exit_now(signum: int, frame: object) -> None:
-    # Saved files are written atomically, so leaving mid-write keeps the last checkpoint loadable.
-    # The env workers' shared blocks are unlinked here (no teardown runs); the children see
-    # this process end and exit by themselves (actors.workers.supervision.follow_parent).
-    unlink_owned_blocks()
-    sys.stderr.write(f"{signal.Signals(signum).name}: exiting now\n")
-    sys.stderr.flush()
-    os._exit(130)
 
 
 def _summarize(config: PipelineConfig, the_run: Run, progress: RunProgress, display: Display,
@@ -384,11 +367,18 @@ def _summarize(config: PipelineConfig, the_run: Run, progress: RunProgress, disp
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
+    if threading.current_thread() is threading.main_thread():
+        # Until the run loop takes the signal over: SIGTERM during the start unwinds as Ctrl-C
+        # does, so the processes started so far are stopped and their shared blocks unlinked.
+        signal.signal(signal.SIGTERM, interrupt_start)
     try:
         return run(resolve(parse_config(argv))).exit_code
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except StartInterrupted as exc:
+        print(f"error: {exc} during the start; nothing was trained", file=sys.stderr)
+        return 128 + exc.signum
 
 
 if __name__ == "__main__":

@@ -148,3 +148,15 @@ class SegfaultOnResetEnv(CounterEnv):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
         os.kill(os.getpid(), signal.SIGSEGV)
         return super().reset(seed=seed, options=options)
+
+
+class SlowResetInWorkerEnv(CounterEnv):
+    """Takes a minute over each reset in an env worker (elsewhere, at once): a launch with it
+    stays in its start, its workers' shared blocks already made."""
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+        import multiprocessing
+
+        if multiprocessing.current_process().name.startswith("env-worker"):
+            time.sleep(60)
+        return super().reset(seed=seed, options=options)

@@ -285,3 +285,25 @@ def test_an_env_in_a_crash_loop_stops_the_run_with_one_line(tmp_path):
     assert len(errors) == 1, out
     assert "WorkerCrashError: env worker 0" in errors[0] and "killed by SIGSEGV) 4 times" in errors[0], out
     assert "samples: produced" in out and "checkpoint:" in out and "Traceback" not in out, out
+
+
+@pytest.mark.slow
+def test_sigterm_during_the_start_stops_the_workers_and_unlinks_their_blocks(tmp_path):
+    """Before the run loop handles signals, SIGTERM unwinds the start: one line, exit 143, the
+    workers started so far stopped and their blocks unlinked."""
+    tests = str(Path(__file__).resolve().parent)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), tests, os.environ.get("PYTHONPATH", "")]))
+    cmd = [sys.executable, "-m", "pipeline.launch", "--env", "envs_for_workers:SlowResetInWorkerEnv",
+           "--workers-per-actor", "2", "--actors", "1", "--envs-per-actor", "2", "--display", "plain",
+           "--metrics-port", "-1", "--run-dir", str(tmp_path / "run")]
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    deadline = time.monotonic() + 240
+    while len(_own_blocks(proc.pid)) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(_own_blocks(proc.pid)) == 2, proc.communicate(timeout=60)
+    os.killpg(proc.pid, signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert (proc.returncode, out, err) == (143, "", "error: received SIGTERM during the start; nothing was trained\n")
+    assert not _own_blocks(proc.pid)
+    assert not _wait_group_gone(proc.pid), "a worker outlived the launcher"
