@@ -178,6 +178,10 @@ def run(config: PipelineConfig) -> RunResult:
     finally:
         parts.close()  # a Gymnasium env's worker processes
         owned.release(keep=started)
+        # Until here (the teardown included) a signal after the run's loop exits at once.
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, signal.SIG_DFL if sig == signal.SIGTERM else signal.default_int_handler)
 
 
 def config_text(config: PipelineConfig) -> str:
@@ -217,31 +221,26 @@ def _train(config: PipelineConfig, parts: RunParts, metrics: Metrics, display: D
     exit_code = 0
     error = ""
     try:
-        try:
-            _run_loop(the_run, progress.report, config.run.log_interval_s)
-        except (RunFailed, ContractViolation, NonFiniteError, CheckpointError, OSError) as exc:
-            error = _one_line(exc)
-            display.message(f"error: {error}")
-            log.error("run failed: %s", error, exc_info=not isinstance(exc, RunFailed))
-            exit_code = 1
-        finally:
-            # The run's wall time ends with its work, before the teardown below (the metrics
-            # server's shutdown alone waits up to half a second for its poll loop).
-            end = time.perf_counter()
-            if the_run.stop_reason and not error:
-                display.message(f"stopping: {the_run.stop_reason}")
-            progress.report()
-            progress.progress_log.close()
-            _close_profile(progress, display)
-            display.close()
-            if exporter is not None:
-                exporter.close()
-        return _summarize(config, the_run, progress, display, log, end - start, exit_code,
-                          graph_actors, error)
+        _run_loop(the_run, progress.report, config.run.log_interval_s)
+    except (RunFailed, ContractViolation, NonFiniteError, CheckpointError, OSError) as exc:
+        error = _one_line(exc)
+        display.message(f"error: {error}")
+        log.error("run failed: %s", error, exc_info=not isinstance(exc, RunFailed))
+        exit_code = 1
     finally:
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                signal.signal(sig, signal.SIG_DFL if sig == signal.SIGTERM else signal.default_int_handler)
+        # The run's wall time ends with its work, before the teardown below (the metrics
+        # server's shutdown alone waits up to half a second for its poll loop).
+        end = time.perf_counter()
+        if the_run.stop_reason and not error:
+            display.message(f"stopping: {the_run.stop_reason}")
+        progress.report()
+        progress.progress_log.close()
+        _close_profile(progress, display)
+        display.close()
+        if exporter is not None:
+            exporter.close()
+    return _summarize(config, the_run, progress, display, log, end - start, exit_code,
+                      graph_actors, error)
 
 
 def _one_line(exc: BaseException) -> str:

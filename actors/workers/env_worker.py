@@ -162,7 +162,7 @@ class _EnvLoop:
         while True:
             try:
                 message = unpack(self.conn.recv_bytes(MAX_MESSAGE_BYTES))
-            except EOFError:  # the parent is gone
+            except (EOFError, OSError):  # the parent is gone
                 return
             op = message[0]
             if op == STEP:
@@ -209,7 +209,7 @@ def worker_main(conn: Connection, spec: bytes, env_offset: int, num_envs: int) -
     worker = _EnvLoop(conn, envs, env_offset)
     try:
         message = unpack(conn.recv_bytes(MAX_MESSAGE_BYTES))
-    except EOFError:
+    except (EOFError, OSError):  # the parent is gone
         return
     if message[0] != ATTACH:
         raise ValueError(f"expected {ATTACH!r} first, got {message[0]!r}")
