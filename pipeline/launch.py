@@ -2,14 +2,14 @@
 
 Exit codes: 0 finished or stopped cleanly (SIGINT/SIGTERM: checkpoint saved), 1 the run failed
 (e.g. actors kept crashing), 2 a bad option or config value (the message names it), 130 a second
-interrupt (exit at once; the last checkpoint stays loadable).
+interrupt (exit at once; the last checkpoint stays loadable), 143 SIGTERM before the run started.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
-import os
 import signal
 import sys
 import threading
@@ -32,8 +32,9 @@ from monitoring.profiling import ProfileSession
 from pipeline.config import ConfigError, PipelineConfig, resolve
 from pipeline.config.files import to_toml
 from pipeline.config.flags import parse_config
-from pipeline.envs.choice import EnvFactory, is_sim
-from pipeline.evaluation.gym import EvaluationError, evaluate_returns
+from pipeline.envs.choice import is_sim
+from pipeline.evaluation.final import evaluate_final
+from pipeline.evaluation.gym import EvaluationError
 from pipeline.league.pool import LeagueStateNotWritten
 from pipeline.league.resuming import resume_league
 from pipeline.run.budget import Budget
@@ -48,6 +49,7 @@ from pipeline.run.rank_progress import make_progress
 from pipeline.run.ranks import Job, open_job
 from pipeline.run.rundir import default_run_dir, run_dir_of
 from pipeline.run.scheduler import Scheduler
+from pipeline.run.signals import StartInterrupted, exit_now, interrupt_start, on_signal
 from pipeline.transport.ring import RingStats
 
 
@@ -77,35 +79,6 @@ class RunResult:
     """Seconds in which at least one actor was writing a chunk."""
     learner_busy_s: float = 0.0
     """Seconds the learner spent in its updates."""
-
-
-def evaluate(checkpoint: Path, config: PipelineConfig, run_dir: Path | None = None) -> str:
-    """Play the checkpoint against the scripted opponents (``pipeline.evaluate``), as a table,
-    recording ``run.eval_replays`` replays per opponent into ``run_dir/replays``; on a
-    Gymnasium env, its mean return over ``run.eval_episodes`` episodes."""
-    if not is_sim(config.actors.env):
-        factory = EnvFactory(config.actors.env, dict(config.actors.env_kwargs))
-        return evaluate_returns(checkpoint, factory, config.run.eval_episodes, seed=config.run.seed + 1,
-                                workers=config.actors.workers_per_actor).line()
-    from pipeline.evaluation.matches import play_match
-    from pipeline.evaluation.recording import MatchRecorder
-    from pipeline.evaluation.tables import format_table
-
-    replays = run_dir / "replays" if run_dir is not None and config.run.eval_replays > 0 else None
-    if replays is not None:
-        replays.mkdir(exist_ok=True)
-    stats = []
-    with torch.no_grad():
-        for opp in ("straight", "pursuit", "shooter", "crank", "random"):
-            recording = (MatchRecorder(replays, str(checkpoint), opp, config.run.eval_replays, agent_label="policy")
-                         if replays is not None else None)
-            stats.append(play_match(str(checkpoint), opp, config.run.eval_episodes, config.sim,
-                                    seed=config.run.seed + 1, device=config.run.device,
-                                    batch=max(config.run.eval_episodes // 2, 1), recording=recording))
-    table = format_table(stats, config.sim.decision_dt_s)
-    if replays is not None:
-        table += f"\nreplays: {replays} (python -m pipeline.replay FILE --png OUT)"
-    return table
 
 
 def run(config: PipelineConfig) -> RunResult:
@@ -191,6 +164,10 @@ def _run_rank(job: Job, config: PipelineConfig) -> RunResult:
     finally:
         parts.close()  # a Gymnasium env's worker processes
         owned.release(keep=started)
+        # Until here (the teardown included) a signal after the run's loop exits at once.
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, signal.SIG_DFL if sig == signal.SIGTERM else signal.default_int_handler)
 
 
 def config_text(config: PipelineConfig) -> str:
@@ -240,39 +217,34 @@ def _train(job: Job, config: PipelineConfig, parts: RunParts, metrics: Metrics, 
             the_run.request_stop(f"error: {_one_line(exc)}")
 
     try:
-        try:
-            _run_loop(the_run, report, config.run.log_interval_s)
-        except (RunFailed, ContractViolation, NonFiniteError, CheckpointError, OSError, DistError) as exc:
-            error = _one_line(exc)
-            display.message(f"error: {error}")
-            log.error("run failed: %s", error, exc_info=not isinstance(exc, RunFailed))
-            exit_code = 1
-        finally:
-            # The run's wall time ends with its work, before the teardown below (the metrics
-            # server's shutdown alone waits up to half a second for its poll loop).
-            end = time.perf_counter()
-            if the_run.stop_reason and not error and progress.output_failure is None:
-                display.message(f"stopping: {the_run.stop_reason}")
-            failure = progress.finish()
-            if failure is not None and not error:
-                error = _one_line(failure)
-                display.message(f"error: {error}")
-                log.error("run failed: %s", error)
-                exit_code = 1
-            display.close()
-            if exporter is not None:
-                exporter.close()
-        result = _summarize(job, config, the_run, progress, display, log, end - start, exit_code,
-                            graph_actors, error)
-        failure = log_failure(log)
-        if failure is not None and progress.output_failure is None:  # the summary met a full disk
-            display.message(f"error: {_one_line(failure)}")
-            result.exit_code = result.exit_code or 1
-        return result
+        _run_loop(the_run, report, config.run.log_interval_s)
+    except (RunFailed, ContractViolation, NonFiniteError, CheckpointError, OSError, DistError) as exc:
+        error = _one_line(exc)
+        display.message(f"error: {error}")
+        log.error("run failed: %s", error, exc_info=not isinstance(exc, RunFailed))
+        exit_code = 1
     finally:
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                signal.signal(sig, signal.SIG_DFL if sig == signal.SIGTERM else signal.default_int_handler)
+        # The run's wall time ends with its work, before the teardown below (the metrics
+        # server's shutdown alone waits up to half a second for its poll loop).
+        end = time.perf_counter()
+        if the_run.stop_reason and not error and progress.output_failure is None:
+            display.message(f"stopping: {the_run.stop_reason}")
+        failure = progress.finish()
+        if failure is not None and not error:
+            error = _one_line(failure)
+            display.message(f"error: {error}")
+            log.error("run failed: %s", error)
+            exit_code = 1
+        display.close()
+        if exporter is not None:
+            exporter.close()
+    result = _summarize(job, config, the_run, progress, display, log, end - start, exit_code,
+                        graph_actors, error)
+    failure = log_failure(log)
+    if failure is not None and progress.output_failure is None:  # the summary met a full disk
+        display.message(f"error: {_one_line(failure)}")
+        result.exit_code = result.exit_code or 1
+    return result
 
 
 def _one_line(exc: BaseException) -> str:
@@ -292,7 +264,7 @@ def _run_loop(the_run: Run, report: Callable[[], None], interval_s: float) -> No
         loop = asyncio.get_running_loop()
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, _on_signal, the_run, sig)
+                loop.add_signal_handler(sig, on_signal, the_run, sig)
         try:
             await drive(the_run, report, interval_s)
         finally:
@@ -300,7 +272,7 @@ def _run_loop(the_run: Run, report: Callable[[], None], interval_s: float) -> No
                 for sig in (signal.SIGINT, signal.SIGTERM):
                     loop.remove_signal_handler(sig)
                     # From here on (final checkpoint, summary, evaluation) an interrupt means "now".
-                    signal.signal(sig, _exit_now)
+                    signal.signal(sig, exit_now)
 
     try:
         import uvloop
@@ -308,21 +280,6 @@ def _run_loop(the_run: Run, report: Callable[[], None], interval_s: float) -> No
         asyncio.run(main())
         return
     uvloop.run(main())
-
-
-def _on_signal(the_run: Run, sig: int) -> None:
-    if the_run.budget.stopped:
-        _exit_now(sig, None)
-    the_run.request_stop(f"received {signal.Signals(sig).name}")
-
-
-
-
-def _exit_now(signum: int, frame: object) -> None:
-    # Saved files are written atomically, so leaving mid-write keeps the last checkpoint loadable.
-    sys.stderr.write(f"{signal.Signals(signum).name}: exiting now\n")
-    sys.stderr.flush()
-    os._exit(130)
 
 
 def _summarize(job: Job, config: PipelineConfig, the_run: Run, progress: RunProgress, display: Display,
@@ -382,7 +339,7 @@ def _summarize(job: Job, config: PipelineConfig, the_run: Run, progress: RunProg
         display.message(line)
     if exit_code == 0 and not stopped and ckpt is not None and config.run.eval_episodes > 0:
         try:
-            result.evaluation = evaluate(ckpt, config, progress.run_dir)
+            result.evaluation = evaluate_final(ckpt, config, progress.run_dir)
         except EvaluationError as exc:  # the env failed in its workers; the training stands
             display.message(f"error: {exc} (the checkpoint above is kept)")
             log.error("evaluation failed: %s", exc)
@@ -397,12 +354,23 @@ def _summarize(job: Job, config: PipelineConfig, the_run: Run, progress: RunProg
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
+    if threading.current_thread() is threading.main_thread():
+        # Until the run loop takes the signal over: SIGTERM during the start unwinds as Ctrl-C
+        # does, so the processes started so far are stopped and their shared blocks unlinked.
+        signal.signal(signal.SIGTERM, interrupt_start)
     try:
         return run(resolve(parse_config(argv))).exit_code
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except StartInterrupted as exc:
+        print(f"error: {exc} during the start; nothing was trained", file=sys.stderr)
+        return 128 + exc.signum
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_code = main()
+    # The interpreter's last collections would walk every object of the run (seconds on a
+    # loaded host, after the run has ended): they skip what is frozen.
+    gc.freeze()
+    sys.exit(exit_code)

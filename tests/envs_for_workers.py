@@ -112,3 +112,51 @@ class TextActionEnv(CounterEnv):
     def __init__(self) -> None:
         super().__init__()
         self.action_space = spaces.Text(8)
+
+
+def crash_loop_env() -> FaultyEnv:
+    """An env whose worker segfaults 30 steps into every episode (``--env envs_for_workers:crash_loop_env``)."""
+    return FaultyEnv("segv", fault_seed=None, at_step=30)
+
+
+def exits_when_made() -> CounterEnv:
+    """A factory that ends its process with ``sys.exit(0)``."""
+    sys.exit(0)
+
+
+def segfaults_when_made() -> CounterEnv:
+    """A factory that segfaults."""
+    os.kill(os.getpid(), signal.SIGSEGV)
+    return CounterEnv()
+
+
+def reset_raises() -> FaultyEnv:
+    """An env whose every reset raises."""
+    return FaultyEnv("reset_raise")
+
+
+class WrongShapeEnv(CounterEnv):
+    """Resets to an observation of 3 values in a space of 2."""
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+        return np.zeros(3, np.float32), {}
+
+
+class SegfaultOnResetEnv(CounterEnv):
+    """Segfaults in its reset."""
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+        os.kill(os.getpid(), signal.SIGSEGV)
+        return super().reset(seed=seed, options=options)
+
+
+class SlowResetInWorkerEnv(CounterEnv):
+    """Takes a minute over each reset in an env worker (elsewhere, at once): a launch with it
+    stays in its start, its workers' shared blocks already made."""
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+        import multiprocessing
+
+        if multiprocessing.current_process().name.startswith("env-worker"):
+            time.sleep(60)
+        return super().reset(seed=seed, options=options)

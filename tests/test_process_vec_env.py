@@ -314,6 +314,30 @@ def test_a_worker_that_keeps_dying_is_given_up() -> None:
     assert not any((SHM / n).exists() for n in names)
 
 
+def test_a_crash_loop_is_given_up_although_steps_succeed_in_between() -> None:
+    """A worker that segfaults every third step takes successful steps between its crashes,
+    but never ``healthy_steps`` of them: the pool gives up, naming the signal."""
+    pool = ProcessVecEnv(functools.partial(FaultyEnv, "segv", fault_seed=None, at_step=3), 2, num_workers=1,
+                         max_restarts=2, healthy_steps=50)
+    pool.reset(seed=0)
+    with pytest.raises(WorkerCrashError, match=r"env worker 0 \(envs 0-1 of 'FaultyEnv'\) died \(killed by SIGSEGV\) "
+                                               r"3 times with fewer than 50 steps between failures"):
+        for _ in range(30):
+            pool.step(np.zeros(2, np.int64))
+    assert pool.closed and pool.restarts["died"] == 3
+
+
+def test_a_healthy_stretch_forgets_earlier_failures() -> None:
+    # Crashes every third step, so two steps without one: a stretch of 2 healthy steps is enough.
+    pool = ProcessVecEnv(functools.partial(FaultyEnv, "segv", fault_seed=None, at_step=3), 2, num_workers=1,
+                         max_restarts=1, healthy_steps=2)
+    with closing(pool):
+        pool.reset(seed=0)
+        for _ in range(9):
+            pool.step(np.zeros(2, np.int64))
+        assert pool.restarts["died"] == 3 and not pool.closed
+
+
 @pytest.mark.skipif(not SHM.is_dir(), reason="needs /dev/shm")
 def test_close_leaves_no_process_and_no_shared_memory() -> None:
     pool = ProcessVecEnv("CartPole-v1", 4, num_workers=2)

@@ -31,7 +31,7 @@ from actors.workers.env_protocol import (
     buffer_views,
     pack,
 )
-from actors.workers.supervision import error_report, ignore_interrupts, unpack
+from actors.workers.supervision import error_report, follow_parent, unpack
 
 
 def _error(env_index: int, method: str) -> bytes:
@@ -162,7 +162,7 @@ class _EnvLoop:
         while True:
             try:
                 message = unpack(self.conn.recv_bytes(MAX_MESSAGE_BYTES))
-            except EOFError:  # the parent is gone
+            except (EOFError, OSError):  # the parent is gone
                 return
             op = message[0]
             if op == STEP:
@@ -181,7 +181,7 @@ class _EnvLoop:
 def worker_main(conn: Connection, spec: bytes, env_offset: int, num_envs: int) -> None:
     """Build ``num_envs`` envs from ``spec``, report their spaces (pickled, once), attach the
     shared block named by the parent, then serve control messages until ``close`` or EOF."""
-    ignore_interrupts()
+    follow_parent()  # the parent decides when its workers stop
     envs: list[Any] = []
     factories: list[tuple[str, Any]] = []
     try:
@@ -209,7 +209,7 @@ def worker_main(conn: Connection, spec: bytes, env_offset: int, num_envs: int) -
     worker = _EnvLoop(conn, envs, env_offset)
     try:
         message = unpack(conn.recv_bytes(MAX_MESSAGE_BYTES))
-    except EOFError:
+    except (EOFError, OSError):  # the parent is gone
         return
     if message[0] != ATTACH:
         raise ValueError(f"expected {ATTACH!r} first, got {message[0]!r}")
@@ -223,3 +223,31 @@ def worker_main(conn: Connection, spec: bytes, env_offset: int, num_envs: int) -
             except Exception:
                 traceback.print_exc()
         worker.detach()
+
+
+def probe_main(conn: Connection, spec: bytes) -> None:
+    """The env probe's child (``actors/workers/env_probe.py``): make the env of ``spec`` and
+    reset it once, reporting each stage before it starts (with the env's spaces before the
+    reset, which the parent checks first), then the outcome (pickled dicts)."""
+    follow_parent()
+    stage = "make"
+    report: dict[str, Any] = {"ok": True}
+    try:
+        [(_, factory)] = _factories(spec, 1)
+        conn.send_bytes(pickle.dumps({"stage": stage}))
+        env = factory()
+        stage = "reset"
+        conn.send_bytes(pickle.dumps({"stage": stage, "spaces": (env.observation_space, env.action_space)}))
+        obs, _ = env.reset(seed=0)
+        shape = getattr(env.observation_space, "shape", None)
+        if shape is not None and np.shape(obs) != tuple(shape):
+            report = {"ok": False, "error": f"reset returned an observation of shape {np.shape(obs)}, "
+                                            f"not the observation space's {tuple(shape)}"}
+        env.close()
+    except SystemExit as exc:
+        doing = "being made" if stage == "make" else "being reset"
+        report = {"ok": False, "error": f"it called sys.exit({exc.code!r}) while {doing}"}
+    except BaseException as exc:
+        what = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+        report = {"ok": False, "error": f"cannot be made: {what}" if stage == "make" else f"its reset raised {what}"}
+    conn.send_bytes(pickle.dumps(report))

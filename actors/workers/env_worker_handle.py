@@ -35,6 +35,21 @@ class EnvError(RuntimeError):
         )
 
 
+_OWNED_BLOCKS: dict[str, SharedMemory] = {}
+"""The shared blocks this process created and has not unlinked yet, by name."""
+
+
+def unlink_owned_blocks() -> None:
+    """Unlink every shared block this process still owns: for an exit that skips the pools'
+    teardown (``os._exit`` after a second interrupt), so that nothing is left in /dev/shm."""
+    for name, shm in list(_OWNED_BLOCKS.items()):
+        _OWNED_BLOCKS.pop(name, None)
+        try:
+            shm.unlink()
+        except FileNotFoundError:
+            pass
+
+
 @dataclass(eq=False)
 class WorkerHandle:
     """The parent's handle on one worker process and its shared block (which outlives restarts)."""
@@ -49,7 +64,9 @@ class WorkerHandle:
     """The op whose reply is awaited, if any."""
     deadline: float = math.inf
     failures: int = 0
-    """Restarts since its last successful step."""
+    """Failures since it last took ``healthy_steps`` steps in a row without one."""
+    steps_since_failure: int = 0
+    """Successful steps since its last failure (a restart)."""
 
     def spawn(self, ctx: BaseContext, spec: bytes) -> None:
         """Start the process (by file path, see the module docstring); returns at once."""
@@ -74,10 +91,16 @@ class WorkerHandle:
             self.child.stop(grace_s)
         self.child, self.pending, self.deadline = None, None, math.inf
 
+    def share(self, size: int, name: str) -> SharedMemory:
+        """Create its shared block (this process owns it: :func:`unlink_owned_blocks`)."""
+        self.shm = _OWNED_BLOCKS[name] = SharedMemory(create=True, size=size, name=name)
+        return self.shm
+
     def release(self) -> None:
         """Unlink the shared block (a view still held elsewhere keeps the memory, not the name)."""
         self.views = {}
         if self.shm is not None:
+            _OWNED_BLOCKS.pop(self.shm.name, None)
             try:
                 self.shm.close()
             except BufferError:

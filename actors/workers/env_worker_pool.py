@@ -19,7 +19,6 @@ import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing import get_context
-from multiprocessing.shared_memory import SharedMemory
 from typing import Any
 
 import gymnasium
@@ -45,7 +44,8 @@ EnvFn = Callable[[], gymnasium.Env]
 
 
 class WorkerCrashError(RuntimeError):
-    """A worker kept dying or hanging through ``max_restarts`` restarts in a row: the pool is closed."""
+    """A worker kept dying or hanging: ``max_restarts`` restarts without ``healthy_steps``
+    steps between two failures, and a failure more; the pool is closed."""
 
 
 @dataclass
@@ -84,7 +84,8 @@ class EnvWorkerPool(VectorEnv):
         self, env_fn: str | EnvFn | Sequence[EnvFn], num_envs: int, num_workers: int | None = None, *,
         batch_size: int | None = None, env_kwargs: dict[str, Any] | None = None,
         step_timeout_s: float = 60.0, start_timeout_s: float = 120.0, max_restarts: int = 3,
-        context: str = "spawn", copy: bool = True, metrics: Metrics | None = None,
+        healthy_steps: int = 1000, context: str = "spawn", copy: bool = True,
+        metrics: Metrics | None = None,
     ) -> None:
         """Check the arguments (see ``ProcessVecEnv``), start the workers and share their blocks."""
         num_envs = _check_positive_int("num_envs", num_envs, 1 << 20)
@@ -105,6 +106,7 @@ class EnvWorkerPool(VectorEnv):
         self.num_envs, self.envs_per_worker, self.batch_size = num_envs, k, batch_size
         self.step_timeout_s, self.start_timeout_s = float(step_timeout_s), float(start_timeout_s)
         self.max_restarts, self.copy, self._metrics = max_restarts, copy, metrics
+        self.healthy_steps = _check_positive_int("healthy_steps", healthy_steps, 1 << 62)
         self.restarts = dict.fromkeys(RESTART_REASONS, 0)
         """Worker restarts by reason."""
         self.env_id = env_fn if isinstance(env_fn, str) else "?"
@@ -162,8 +164,7 @@ class EnvWorkerPool(VectorEnv):
         layout, size = proto.buffer_layout(self.envs_per_worker, self._obs_spec, self._act_spec)
         token = secrets.token_hex(3)
         for w in self._workers:
-            w.shm = SharedMemory(create=True, size=size, name=f"mrl{os.getpid()}_{token}_{w.index}")
-            w.views = proto.buffer_views(w.shm, layout)
+            w.views = proto.buffer_views(w.share(size, f"mrl{os.getpid()}_{token}_{w.index}"), layout)
             self._attach(w)
         obs_shape, obs_dtype = self._obs_spec
         self._obs = np.zeros((self.num_envs, *obs_shape), dtype=obs_dtype)
@@ -186,23 +187,26 @@ class EnvWorkerPool(VectorEnv):
                  options: dict[str, Any] | None) -> dict[int, Any]:
         """Replace a dead or hung worker and reset its envs; return their reset infos.
 
-        Gives up (closing the pool) after ``max_restarts`` restarts without a successful step.
+        A crash loop is caught whatever its period: a worker's failures are forgotten only once
+        it has taken ``healthy_steps`` steps without one, and its failure after ``max_restarts``
+        restarts without such a healthy stretch closes the pool (:class:`WorkerCrashError`).
         """
         while True:
-            code = w.child.process.exitcode if w.child is not None else None
+            how = self._how_it_failed(w, reason)
             w.stop(0.0)
             self.restarts[reason] += 1
             if self._metrics is not None:
                 self._metrics.add_env_worker_restart(reason)
             w.failures += 1
+            w.steps_since_failure = 0
             envs = f"envs {w.envs.start}-{w.envs.stop - 1}"
             if w.failures > self.max_restarts:
                 self.close()
                 raise WorkerCrashError(
-                    f"env worker {w.index} ({envs} of {self.env_id!r}) {reason} (exit code {code}) "
-                    f"{w.failures} times without a successful step in between; the pool is closed"
+                    f"env worker {w.index} ({envs} of {self.env_id!r}) {reason} ({how}) {w.failures} "
+                    f"times with fewer than {self.healthy_steps} steps between failures; the pool is closed"
                 )
-            log.warning("env worker %d (%s) %s (exit code %s): restarting it", w.index, envs, reason, code)
+            log.warning("env worker %d (%s) %s (%s): restarting it", w.index, envs, reason, how)
             self._restart_count[w.index] += 1
             if seeds is None and self._seed_base is not None:  # reproducible, and new each time
                 base = self._seed_base + self.num_envs * self._restart_count[w.index]
@@ -229,6 +233,14 @@ class EnvWorkerPool(VectorEnv):
                 self.close()
                 raise self._env_error(reply)
             return dict(reply[1])
+
+    def _how_it_failed(self, w: WorkerHandle, reason: str) -> str:
+        """A dead worker's end once reaped (``killed by SIGSEGV``), or the timeout it missed."""
+        if w.child is None:
+            return "not running"
+        if reason == "timeout":
+            return f"no reply within {self.step_timeout_s:g}s"
+        return w.child.exit_description()
 
     def _env_error(self, reply: list[Any]) -> EnvError:
         _, env_index, method, tb = reply

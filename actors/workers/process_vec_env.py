@@ -89,8 +89,11 @@ class ProcessVecEnv(EnvWorkerPool):
         step_timeout_s: a worker whose reply (to a step of its K envs, a reset or a call)
             takes longer is killed and restarted (reason ``timeout``).
         start_timeout_s: time a worker may take to import and build its envs.
-        max_restarts: restarts of one worker without a successful step in between before the
-            pool gives up (:class:`WorkerCrashError`).
+        max_restarts: restarts of one worker without ``healthy_steps`` steps between two of
+            its failures; its next failure closes the pool (:class:`WorkerCrashError`), so an
+            env that crashes every few steps stops instead of restarting forever.
+        healthy_steps: steps a worker must take without failing for its failures to be
+            forgotten.
         context: ``"spawn"`` or ``"forkserver"``.
         copy: False returns the pool's own arrays from :meth:`reset` and :meth:`step`
             (overwritten by the next call).
@@ -239,7 +242,9 @@ class ProcessVecEnv(EnvWorkerPool):
         if reply[0] == proto.ERR:
             self._needs_reset = True
             raise self._env_error(reply)
-        w.failures = 0
+        w.steps_since_failure += 1
+        if w.steps_since_failure >= self.healthy_steps:
+            w.failures = 0
         v = w.views
         self._obs[s], self._rewards[s] = v["obs"], v["rewards"]
         self._terminated[s], self._truncated[s] = v["terminated"], v["truncated"]

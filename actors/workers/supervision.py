@@ -14,8 +14,10 @@ each side keeps its own message vocabulary on top:
 - the error report: a child that catches an exception replies :func:`error_report`
   (``["err", ..., its traceback text]``); the parent re-raises it, the text as
   :class:`RemoteTraceback` or in its message;
-- :func:`ignore_interrupts` in the child: Ctrl-C reaches the whole process group, and the
-  parent decides when its children stop.
+- :func:`follow_parent` in the child: SIGINT and SIGTERM reach the whole process group (Ctrl-C,
+  ``kill -- -PGID``, ``timeout``, ``systemctl stop``), and the parent decides when its
+  children stop; a child ignores both and exits when told to or when its parent is gone;
+- :func:`describe_exit`: how a child's process ended, in words (``killed by SIGSEGV``).
 
 This file imports nothing of ours: a child started by :func:`spawn_by_path` loads it by path.
 """
@@ -24,10 +26,12 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import multiprocessing
 import os
 import runpy
 import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -108,13 +112,41 @@ def send_quietly(conn: Connection, data: bytes) -> bool:
         return False
 
 
-def ignore_interrupts() -> None:
-    """In a child: ignore SIGINT. Ctrl-C reaches the whole process group; the parent decides
-    when its children stop."""
+def follow_parent() -> None:
+    """In a child: ignore SIGINT and SIGTERM, and exit at once when the parent process ends.
+
+    Both signals reach the whole process group (Ctrl-C, ``kill -- -PGID``, ``timeout``,
+    ``systemctl stop``, Slurm): the parent stops its children when it stops, so a child that
+    died of them would be a failure in the middle of a clean stop. A child whose parent is gone
+    (SIGKILL, a second Ctrl-C: exit 130 without a teardown) exits by itself, from a thread
+    that waits on the parent's sentinel, even while its own work hangs.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    parent = multiprocessing.parent_process()
+    if parent is not None and parent.sentinel is not None:
+        threading.Thread(target=_exit_when_gone, args=(parent.sentinel,), name="parent-watch",
+                         daemon=True).start()
+
+
+def _exit_when_gone(sentinel: int) -> None:
+    wait([sentinel])  # readable once the parent process has ended
+    os._exit(0)
 
 
 # ---- the parent's side -----------------------------------------------------------------------
+def describe_exit(exitcode: int | None) -> str:
+    """How a child's process ended, for messages: ``killed by SIGSEGV``, ``exited with code 3``."""
+    if exitcode is None:
+        return "still running"
+    if exitcode < 0:
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return f"exited with code {exitcode}"
+
+
 class WorkerFault(Exception):
     """A child ``died`` (its process ended, its pipe closed) or hit a ``timeout`` (no message in time)."""
 
@@ -160,6 +192,13 @@ class ChildProcess:
         """Send a message; False when the child is gone (its death is seen where its reply is
         awaited: the pipe reads as EOF, or its sentinel fires)."""
         return send_quietly(self.conn, data)
+
+    def exit_description(self, grace_s: float = 1.0) -> str:
+        """How the process ended (:func:`describe_exit`), once reaped: a process whose pipe
+        closed or whose sentinel fired has ended, but may not be reaped yet, so it is waited
+        for up to ``grace_s``."""
+        self.process.join(grace_s)
+        return describe_exit(self.process.exitcode)
 
     def stop(self, grace_s: float) -> None:
         """Wait up to ``grace_s`` for the process to end, then SIGKILL it; close the pipe."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from actors.workers.env_probe import check_env_in_child
 from core.coerce import coerce
 from learner.ppo_config import PPOConfig
 from learner.spaces import ActionSpec
@@ -24,6 +25,7 @@ from pipeline.config.sections import (
     RunConfig,
 )
 from pipeline.config.validation import validate
+from pipeline.envs.choice import EnvFactory, check_env_spec
 from sim.config import SimConfig
 
 
@@ -50,6 +52,22 @@ def _check_gym_options(env: str, t: dict[str, dict[str, Any]], device: str) -> N
     if device_is_cuda(device) and "device" in t["run"] and t["run"]["device"] != "auto":
         raise ConfigError(f"--env {env}: Gymnasium actors and their learner run on the CPU; "
                           f"run.device {t['run']['device']!r} is not supported with them")
+
+
+def _check_env_in_child(env: str, actors: dict[str, Any]) -> None:
+    """Make and reset the Gymnasium env once in a process of its own, before anything here
+    makes or steps it: an env that exits or segfaults is then one line, not the launcher's
+    end. A malformed spec or bad kwargs are left to the checks that name them."""
+    kwargs = actors.get("env_kwargs", {})
+    try:
+        check_env_spec(env)
+    except ValueError:
+        return
+    if isinstance(kwargs, dict):
+        try:
+            check_env_in_child(EnvFactory(env, kwargs), env)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
 
 
 def resolve(data: dict[str, Any], device: str | None = None) -> PipelineConfig:
@@ -96,6 +114,7 @@ def resolve(data: dict[str, Any], device: str | None = None) -> PipelineConfig:
                                     ("actors", "rollout_len", 32),
                                     ("intake", "slots_per_batch", min(count, 4))):
             t[section].setdefault(key, value)
+        _check_env_in_child(env, t["actors"])
         if "workers_per_actor" not in t["actors"]:
             t["actors"]["workers_per_actor"] = default_workers_per_actor(env, t["actors"], count)
         gym_ppo: dict[str, Any] = {"hidden_sizes": [64, 64], "update_epochs": 4,

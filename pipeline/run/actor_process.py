@@ -253,10 +253,7 @@ class ProcessActor:
             message: list[Any] = unpack(self._child.receive())
             return message
         except WorkerFault:
-            process = self._child.process
-            process.join(1.0)
-            code = process.exitcode
-            how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
+            how = self._child.exit_description()
             return [ERR, "died", f"actor process {self.actor_id} (pid {self.pid}) {how}", ""]
 
     def _take_reply(self, slot: RingSlot) -> None:

@@ -4,6 +4,8 @@ come with them."""
 
 from __future__ import annotations
 
+import os
+import sys
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ from actors.step import ChunkInterrupted, ContractViolation
 from actors.workers.supervision import (
     ERR,
     error_report,
-    ignore_interrupts,
+    follow_parent,
     pack,
     send_quietly,
     unpack,
@@ -33,9 +35,20 @@ from sim import ObsLayout
 def actor_process_main(config: PipelineConfig, actor_id: int, seed: int, blocks: list[torch.Tensor],
                        publisher: WeightPublisher, stop_flag: torch.Tensor, conn: Connection) -> None:
     """An actor process: build the actor, then write chunks into ring slots on request until
-    told to close or the pipe closes (the main process is gone)."""
-    ignore_interrupts()  # the main process decides when actor processes stop
+    told to close or the pipe closes (the main process is gone); then end the process at once.
+    The interpreter's own shutdown (torch's included) takes seconds on a loaded host, the main
+    process waits for it at the end of every run, and nothing is left to save here."""
+    follow_parent()  # the main process decides when actor processes stop
     torch.set_num_threads(1)  # one core's share: the actors and the learner never oversubscribe
+    _serve(config, actor_id, seed, blocks, publisher, stop_flag, conn)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def _serve(config: PipelineConfig, actor_id: int, seed: int, blocks: list[torch.Tensor],
+           publisher: WeightPublisher, stop_flag: torch.Tensor, conn: Connection) -> None:
+    """Build the actor, say hello, then serve chunk requests until ``close`` or EOF."""
     try:
         torch.manual_seed(config.run.seed * 7919 + actor_id)
         layout = ObsLayout.from_config(config.sim)

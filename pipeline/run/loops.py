@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from actors.step import ChunkInterrupted
+from actors.step import ChunkInterrupted, ContractViolation
 from monitoring import span
 from pipeline.run.budget import Budget
 from pipeline.run.hooks import ChunkOutcome, RunHooks, UpdateReport
@@ -94,6 +94,14 @@ async def actor_loop(run: Run, actor_id: int) -> None:
             run.sched.leave(actor_id)
             return
         except Exception as exc:
+            if stopped_mid_chunk(run, slot, exc):
+                # Whatever ended the chunk of a stopping run (a child that went with the
+                # signal), the actor is neither counted as failed nor restarted.
+                ring.abort(slot)
+                run.budget.unclaim()
+                run.hooks.on_interrupted_chunk()
+                run.sched.leave(actor_id)
+                return
             await recover(run, actor_id, slot, exc)
         run.sched.end_turn(actor_id)
         await run.sched.turn()
@@ -159,6 +167,12 @@ def train_on(run: Run, slots: list[RingSlot]) -> None:
     report = UpdateReport(sum(s.spec.samples for s in slots), lags, learner.policy_version,
                           {k: float(v) for k, v in stats.items() if isinstance(v, (int, float))})
     run.hooks.on_update(report)
+
+
+def stopped_mid_chunk(run: Run, slot: RingSlot, exc: Exception) -> bool:
+    """Whether ``exc`` ended a chunk after the run began to stop (and is no broken contract,
+    which stops the run with its message whenever it is met)."""
+    return run.budget.stopped and slot.state == SlotState.WRITING and not isinstance(exc, ContractViolation)
 
 
 async def recover(run: Run, actor_id: int, slot: RingSlot, exc: Exception) -> None:
