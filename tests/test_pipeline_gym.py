@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from learner.checkpoint import read_checkpoint
-from pipeline.config import resolve
+from pipeline.config import ConfigError, resolve
 from pipeline.config.devices import usable_cores
 from pipeline.envs.choice import default_workers
 from pipeline.launch import main
@@ -94,9 +94,10 @@ def test_workers_per_actor_defaults_by_a_rule_not_by_timing():
     resolved = resolve({"actors": dict(slow)})
     assert resolve(resolved.to_dict()).actors.workers_per_actor == chosen  # written down, kept
     assert resolve({"actors": {**slow, "workers_per_actor": 0}}).actors.workers_per_actor == 0
-    # Nothing is made or stepped to choose: an env that cannot be built still resolves (the
-    # launch refuses it later, naming it).
-    assert resolve({"actors": {"env": "tests.envs_for_pipeline:raises"}}).actors.workers_per_actor >= 1
+    # Nothing is stepped to choose; an env that cannot be built is refused by the check that
+    # makes and resets it once in a process of its own, naming it.
+    with pytest.raises(ConfigError, match=r"tests\.envs_for_pipeline:raises: cannot be made"):
+        resolve({"actors": {"env": "tests.envs_for_pipeline:raises"}})
 
 
 def test_default_workers_follow_the_env_and_the_cores():
