@@ -31,7 +31,6 @@ from monitoring.exporter import Exporter, MetricsAddressError, MetricsPortInUseE
 from monitoring.profiling import ProfileSession
 from pipeline.config import ConfigError, PipelineConfig, resolve
 from pipeline.config.files import to_toml
-from pipeline.config.flags import parse_config
 from pipeline.envs.choice import is_sim
 from pipeline.evaluation.final import evaluate_final
 from pipeline.evaluation.gym import EvaluationError
@@ -45,6 +44,7 @@ from pipeline.run.loops import Run, drive
 from pipeline.run.outputs import log_failure, make_logger
 from pipeline.run.parts import RunParts, build, check_resources
 from pipeline.run.progress import RETURN_WINDOW_EPISODES, RunFailed, RunProgress
+from pipeline.run.rank_files import ResumeCopy, parse_rank_config
 from pipeline.run.rank_progress import make_progress
 from pipeline.run.ranks import Job, open_job
 from pipeline.run.rundir import default_run_dir, run_dir_of
@@ -81,18 +81,20 @@ class RunResult:
     """Seconds the learner spent in its updates."""
 
 
-def run(config: PipelineConfig) -> RunResult:
+def run(config: PipelineConfig, resume_from: Path | None = None) -> RunResult:
     """Run a resolved config to the end; raises ConfigError for bad values found late.
 
     Every input (plug-in specs, the checkpoint to resume, the metrics port, the memory it all
     needs) is checked before anything is written; then the run directory is claimed. Under
-    ``torchrun`` each rank runs this, as one rank of a job (:mod:`pipeline.run.ranks`).
+    ``torchrun`` each rank runs this, as one rank of a job (:mod:`pipeline.run.ranks`);
+    ``resume_from`` is where a rank reads what ``run.resume`` names when its machine lacks the
+    run (its copy of rank 0's, :mod:`pipeline.run.rank_files`).
     """
     with open_job(config.run.device) as job:
-        return _run_rank(job, config)
+        return _run_rank(job, config, resume_from)
 
 
-def _run_rank(job: Job, config: PipelineConfig) -> RunResult:
+def _run_rank(job: Job, config: PipelineConfig, resume_from: Path | None) -> RunResult:
     """:func:`run` as rank ``job.rank`` of ``job``."""
     config = job.job_config(config)
     text = config_text(config) + job.config_note()
@@ -107,11 +109,12 @@ def _run_rank(job: Job, config: PipelineConfig) -> RunResult:
     parts = build(config, metrics, path)
     steps_done = 0
     league_notes: list[str] = []
-    resumed = run_dir_of(config.run.resume) if config.run.resume else None
+    source = str(resume_from) if resume_from is not None else config.run.resume
+    resumed = run_dir_of(source) if source else None
     fresh = resumed is not None and not any((resumed / "checkpoints").glob("*.pt"))
-    if config.run.resume and not fresh:
+    if source and not fresh:
         try:
-            ckpt = resolve_checkpoint_path(config.run.resume)
+            ckpt = resolve_checkpoint_path(source)
             extra = load_checkpoint(ckpt, parts.learner)
         except ValueError as exc:
             raise ConfigError(f"run.resume: {exc}") from None
@@ -134,7 +137,8 @@ def _run_rank(job: Job, config: PipelineConfig) -> RunResult:
             raise ConfigError(f"run.metrics_port: {exc.strerror or exc}") from None
     try:
         owned = job.claim_run_dir(path, text,
-                                  resuming_here=resumed is not None and resumed.resolve() == path.resolve())
+                                  resuming_here=resumed is not None and resume_from is None
+                                  and resumed.resolve() == path.resolve())
     except BaseException:
         if exporter is not None:
             exporter.close()
@@ -358,14 +362,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Until the run loop takes the signal over: SIGTERM during the start unwinds as Ctrl-C
         # does, so the processes started so far are stopped and their shared blocks unlinked.
         signal.signal(signal.SIGTERM, interrupt_start)
+    copy: ResumeCopy | None = None
     try:
-        return run(resolve(parse_config(argv))).exit_code
+        data, copy = parse_rank_config(argv)
+        return run(resolve(data), resume_from=copy.resume_from if copy is not None else None).exit_code
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except StartInterrupted as exc:
         print(f"error: {exc} during the start; nothing was trained", file=sys.stderr)
         return 128 + exc.signum
+    finally:
+        if copy is not None:
+            copy.remove()
 
 
 if __name__ == "__main__":

@@ -178,6 +178,32 @@ def test_two_machines_simulated_on_one_host(tmp_path):
     _check_job(machines[first] / "run", outs[first], 4096, rank1_dir=machines[1 - first] / "run")
 
 
+@pytest.mark.slow
+def test_a_job_resumed_on_two_machines_that_share_no_files(tmp_path, monkeypatch):
+    # The first job leaves its run on the machine of rank 0 alone; --resume on both machines
+    # continues it: the rank whose machine lacks the run gets it from the one that holds it.
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))  # where a rank keeps its copy
+    (tmp_path / "tmp").mkdir()
+    machines = [tmp_path / "machine0", tmp_path / "machine1"]
+    for machine in machines:
+        machine.mkdir()
+    outs = _two_machines([[*TINY, "--total-steps", "4096", "--run-dir", "run"]] * 2, cwds=machines)
+    holder = next(i for i, o in enumerate(outs) if "job of 2 ranks" in o)
+    assert [p.name for p in (machines[1 - holder] / "run").iterdir()] == ["run.rank1.log"]
+    resume = ["--resume", "run", "--total-steps", "8192"]
+    outs = _two_machines([resume, resume], cwds=machines)
+    first = next(i for i, o in enumerate(outs) if "job of 2 ranks" in o)
+    out = outs[first]
+    assert "resumed at 4,096" in out, out[-4000:]
+    assert "job of 2 ranks: 4,096 agent-steps trained" in out and "learner replicas: identical on every rank" in out
+    # Rank 0 continued the run in its own --run-dir, from the checkpoint of 4,096 agent-steps.
+    checkpoint = machines[first] / "run" / "checkpoints" / "latest.pt"
+    assert _agent_steps(checkpoint) == 8192
+    state = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    assert state["policy_version"] > 0
+    assert list((tmp_path / "tmp").glob("midrange-resume-*")) == []  # the copy is gone
+
+
 def _rank_pid(agent: subprocess.Popen[str], rank: int) -> int | None:
     """The pid of the worker of ``agent`` that runs ``rank`` (None when there is none now)."""
     for proc in Path("/proc").iterdir():

@@ -55,7 +55,7 @@ The environment variable :data:`TIMEOUT_VARIABLE` sets another."""
 TIMEOUT_VARIABLE = "MIDRANGE_COLLECTIVE_TIMEOUT_S"
 
 
-def _env_int(environ: Mapping[str, str], name: str, default: int) -> int:
+def env_int(environ: Mapping[str, str], name: str, default: int) -> int:
     text = environ.get(name, "")
     if not text:
         return default
@@ -330,7 +330,7 @@ class Job:
         return lines
 
 
-def _attempt_store(env: Mapping[str, str], restarts: int, timeout: datetime.timedelta) -> dist.Store | None:
+def attempt_store(env: Mapping[str, str], restarts: int, timeout: datetime.timedelta) -> dist.Store | None:
     """The store the ranks of this attempt of the job meet in. ``torchrun``'s own store (its
     rendezvous store, kept across ``--max-restarts`` restarts) still holds the addresses of
     the previous attempt's ranks under the keys the process group reads, so each attempt uses
@@ -341,7 +341,7 @@ def _attempt_store(env: Mapping[str, str], restarts: int, timeout: datetime.time
     return dist.PrefixStore(f"midrange/attempt_{restarts}", store)
 
 
-def _timeout_s(env: Mapping[str, str]) -> float:
+def collective_timeout_s(env: Mapping[str, str]) -> float:
     text = env.get(TIMEOUT_VARIABLE, "")
     if not text:
         return COLLECTIVE_TIMEOUT_S
@@ -363,18 +363,18 @@ def open_job(device: str, environ: Mapping[str, str] | None = None) -> Job:
             be formed within the timeout.
     """
     env = os.environ if environ is None else environ
-    world = _env_int(env, "WORLD_SIZE", 1)
-    rank = _env_int(env, "RANK", 0)
-    local = _env_int(env, "LOCAL_RANK", 0)
+    world = env_int(env, "WORLD_SIZE", 1)
+    rank = env_int(env, "RANK", 0)
+    local = env_int(env, "LOCAL_RANK", 0)
     if world < 1 or not 0 <= rank < world or local < 0:
         raise ConfigError(f"torchrun environment: RANK={rank}, LOCAL_RANK={local}, WORLD_SIZE={world} "
                           "is not a rank of the job (0 <= RANK < WORLD_SIZE)")
-    job = Job(rank, world, local, restarts=_env_int(env, "TORCHELASTIC_RESTART_COUNT", 0),
-              timeout_s=_timeout_s(env))
+    job = Job(rank, world, local, restarts=env_int(env, "TORCHELASTIC_RESTART_COUNT", 0),
+              timeout_s=collective_timeout_s(env))
     if job.distributed:
         timeout = datetime.timedelta(seconds=job.timeout_s)
         try:
-            init_from_env(device, timeout=timeout, store=_attempt_store(env, job.restarts, timeout))
+            init_from_env(device, timeout=timeout, store=attempt_store(env, job.restarts, timeout))
         except (RuntimeError, ValueError) as exc:
             raise ConfigError(f"torchrun: rank {rank} of {world} could not join the process group "
                               f"within {job.timeout_s:.0f} s: {' '.join(str(exc).split())[:300]}") from None

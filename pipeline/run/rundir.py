@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import time
@@ -127,12 +128,18 @@ def _take_lock(path: Path, messages: list[str]) -> None:
                       "if no run is using this directory")
 
 
+RANK_LOG = re.compile(r"run\.rank[1-9][0-9]*\.log")
+"""The log of a rank other than 0 (:func:`pipeline.run.outputs.make_logger`)."""
+
+
 def _contents(path: Path) -> list[str]:
     """The names in ``path`` but a lock, temporary files and a ``checkpoints`` folder holding
-    nothing else (what a run killed while claiming the directory leaves)."""
+    nothing else (what a run killed while claiming the directory leaves), and the logs another
+    rank of a torchrun job kept there (``run.rank1.log``, ...: on a machine that ran rank 1 of
+    an earlier job, the folder of the same name holds only that)."""
     names = []
     for p in sorted(path.iterdir()):
-        if p.name == LOCK_NAME or p.name.endswith(".tmp"):
+        if p.name == LOCK_NAME or p.name.endswith(".tmp") or RANK_LOG.fullmatch(p.name):
             continue
         if p.name == "checkpoints" and p.is_dir() and all(q.name.endswith(".tmp") for q in p.iterdir()):
             continue
