@@ -20,6 +20,7 @@ two cores do twice one core's work; the target is 0.9). The two sizes run altern
 
     python bench/scale.py            # 2 x 327,680 agent-steps per size
     python bench/scale.py --quick    # 16,384 agent-steps per run, once per size
+    python bench/scale.py --opponent league   # the league's exchange at every update too
 
 The last line is ``RESULT key=value ...``.
 """
@@ -42,9 +43,9 @@ from bench.workers import cpu_name
 
 REPO = Path(__file__).resolve().parents[1]
 
-RANK_FLAGS = ["--device", "cpu", "--actors", "1", "--opponent", "crank", "--display", "none",
+RANK_FLAGS = ["--device", "cpu", "--actors", "1", "--display", "none",
               "--metrics-port", "-1", "--set", "run.eval_episodes=0", "--set", "actors.processes=off"]
-"""Every rank's launcher flags: one actor thread, a fixed scripted opponent, no evaluation."""
+"""Every rank's launcher flags: one actor thread, no evaluation (the opponent is ``--opponent``)."""
 
 
 @dataclass
@@ -94,10 +95,10 @@ def rank_main(out_dir: Path, flags: list[str]) -> None:
     (out_dir / f"rank{figures.rank}.json").write_text(json.dumps(asdict(figures)))
 
 
-def measure(ranks: int, total_steps: int, envs: int, work_dir: Path) -> JobFigures:
+def measure(ranks: int, total_steps: int, envs: int, opponent: str, work_dir: Path) -> JobFigures:
     """One job of ``ranks`` ranks through ``torch.distributed.run``, ``total_steps`` agent-steps."""
     work_dir.mkdir(parents=True)
-    flags = [*RANK_FLAGS, "--envs-per-actor", str(envs), "--total-steps", str(total_steps),
+    flags = [*RANK_FLAGS, "--opponent", opponent, "--envs-per-actor", str(envs), "--total-steps", str(total_steps),
              "--run-dir", str(work_dir / "run")]
     _torchrun(ranks, ["--rank-out", str(work_dir), "--", *flags])
     shares = [RankFigures(**json.loads((work_dir / f"rank{r}.json").read_text())) for r in range(ranks)]
@@ -158,6 +159,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--quick", action="store_true", help="one short run per size (about a minute)")
     p.add_argument("--total-steps", type=int, default=None, help="agent-steps per job")
     p.add_argument("--envs-per-actor", type=int, default=64)
+    p.add_argument("--opponent", default="crank",
+                   help="crank (fixed), or league: its games cross the ranks at every update")
     p.add_argument("--repeats", type=int, default=None, help="jobs per size (median reported)")
     p.add_argument("--rank-out", type=Path, default=None, help=argparse.SUPPRESS)
     p.add_argument("--probe-out", type=Path, default=None, help=argparse.SUPPRESS)
@@ -180,7 +183,7 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(repeats):
             for ranks in ((1, 2) if r % 2 == 0 else (2, 1)):  # alternate: no size always runs warmer
-                m = measure(ranks, total, args.envs_per_actor, Path(tmp) / f"ranks{ranks}_{r}")
+                m = measure(ranks, total, args.envs_per_actor, args.opponent, Path(tmp) / f"ranks{ranks}_{r}")
                 runs[ranks].append(m)
                 if ranks == 2 and bare_ms is None:
                     bare_ms = measure_bare(m.all_reduce_elements, Path(tmp) / "bare")
@@ -202,7 +205,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"ratio (2-rank agent-steps/s over twice the 1-rank figure) {ratio:.3f}; target 0.9")
     import torch
 
-    print(f"RESULT device=cpu cores=2 torch={torch.__version__} total_steps={total} repeats={repeats} "
+    print(f"RESULT device=cpu cores=2 torch={torch.__version__} opponent={args.opponent} total_steps={total} repeats={repeats} "
           f"ranks1_agent_steps_per_s={med[1]:.0f} ranks2_agent_steps_per_s={med[2]:.0f} ratio={ratio:.3f} "
           f"ranks1_learner_samples_per_s={learner[1]:.0f} ranks2_learner_samples_per_s={learner[2]:.0f} "
           f"allreduce_ms={ms:.3f} allreduce_share={share:.4f} allreduce_bare_ms={bare_ms:.3f} "
