@@ -12,7 +12,9 @@ uses one core, the 2-rank run two. The job's figures:
 - learner samples/s: each rank's samples over its own update time, summed over the ranks;
 - the all-reduce: the learner's gradient all-reduce timed inside the run
   (:data:`learner.distributed.GRADIENT_ALL_REDUCE`), per call in ms and as a share of the
-  rank's update time (the mean over the ranks).
+  rank's update time (the mean over the ranks), and once more bare, by a 2-rank job of its own
+  that sums a buffer of the gradient's size 300 times with a barrier before each (the median
+  ms: the collective without waiting for a late peer).
 
 ``ratio`` is the scaling efficiency, 2-rank agent-steps/s over twice the 1-rank figure (1.0:
 two cores do twice one core's work; the target is 0.9). The two sizes run alternately,
