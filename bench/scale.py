@@ -3,9 +3,12 @@
 Each run is the real ``python -m torch.distributed.run --standalone --nproc-per-node R`` starting
 this script once per rank, and each rank runs ``pipeline.launch``'s :func:`~pipeline.launch.run`
 on CPU (gloo) with one actor thread (``actors.processes=off``), so a rank is one process. Every
-rank pins itself to one core (``os.sched_setaffinity`` to core ``LOCAL_RANK``) and runs torch
-with one intra-op thread (``torch.set_num_threads(1)``, ``OMP_NUM_THREADS=1``): the 1-rank run
-uses one core, the 2-rank run two. The job's figures:
+rank runs torch with one intra-op thread (``torch.set_num_threads(1)``, ``OMP_NUM_THREADS=1``)
+and a job of R ranks is confined to R cores (``os.sched_setaffinity`` to cores 0..R-1): the
+1-rank run uses one core, the 2-rank run two. ``--pin rank`` pins each rank to its own core
+instead; on Linux that makes every gloo collective wait for the scheduler (gloo's threads and the
+waiting rank share the one core), about 3 ms per all-reduce however small, against 0.5 ms with
+the job's cores shared (bench/RESULTS.md). The job's figures:
 
 - agent-steps/s: the samples every rank trained on, summed, over the slowest rank's wall time
   (first chunk to last update);
@@ -76,10 +79,20 @@ class JobFigures:
     all_reduce_elements: int
 
 
-def rank_main(out_dir: Path, flags: list[str]) -> None:
-    """One rank of a job: pin to one core, run the launcher, write this rank's figures."""
+def _pin(pin: str) -> int:
+    """Confine this rank to its job's cores (``job``: cores 0..R-1) or to its own (``rank``)."""
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    os.sched_setaffinity(0, {local_rank % (os.cpu_count() or 1)})
+    cores = os.cpu_count() or 1
+    if pin == "rank":
+        os.sched_setaffinity(0, {local_rank % cores})
+    else:
+        os.sched_setaffinity(0, set(range(min(int(os.environ.get("LOCAL_WORLD_SIZE", "1")), cores))))
+    return local_rank
+
+
+def rank_main(out_dir: Path, flags: list[str], pin: str) -> None:
+    """One rank of a job: confine it to its cores, run the launcher, write this rank's figures."""
+    local_rank = _pin(pin)
     import torch
 
     torch.set_num_threads(1)
@@ -97,12 +110,12 @@ def rank_main(out_dir: Path, flags: list[str]) -> None:
     (out_dir / f"rank{figures.rank}.json").write_text(json.dumps(asdict(figures)))
 
 
-def measure(ranks: int, total_steps: int, envs: int, opponent: str, work_dir: Path) -> JobFigures:
+def measure(ranks: int, total_steps: int, envs: int, opponent: str, work_dir: Path, pin: str) -> JobFigures:
     """One job of ``ranks`` ranks through ``torch.distributed.run``, ``total_steps`` agent-steps."""
     work_dir.mkdir(parents=True)
     flags = [*RANK_FLAGS, "--opponent", opponent, "--envs-per-actor", str(envs), "--total-steps", str(total_steps),
              "--run-dir", str(work_dir / "run")]
-    _torchrun(ranks, ["--rank-out", str(work_dir), "--", *flags])
+    _torchrun(ranks, ["--pin", pin, "--rank-out", str(work_dir), "--", *flags])
     shares = [RankFigures(**json.loads((work_dir / f"rank{r}.json").read_text())) for r in range(ranks)]
     trained = sum(s.trained_samples for s in shares)
     if trained < total_steps:
@@ -115,11 +128,10 @@ def measure(ranks: int, total_steps: int, envs: int, opponent: str, work_dir: Pa
         shares[0].all_reduce_elements)
 
 
-def probe_main(out_dir: Path, elements: int, calls: int) -> None:
+def probe_main(out_dir: Path, elements: int, calls: int, pin: str) -> None:
     """One rank of the bare all-reduce: ``calls`` sums of ``elements`` float32 in step (a barrier
     before each, so no rank waits for a late peer); writes this rank's median ms."""
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    os.sched_setaffinity(0, {local_rank % (os.cpu_count() or 1)})
+    _pin(pin)
     import time
 
     import torch
@@ -139,10 +151,11 @@ def probe_main(out_dir: Path, elements: int, calls: int) -> None:
     (out_dir / f"probe{os.environ.get('RANK', '0')}.json").write_text(json.dumps(1000.0 * statistics.median(times)))
 
 
-def measure_bare(elements: int, work_dir: Path, calls: int = 300) -> float:
+def measure_bare(elements: int, work_dir: Path, pin: str, calls: int = 300) -> float:
     """The median ms of a bare gloo all-reduce of ``elements`` float32 between 2 ranks."""
     work_dir.mkdir(parents=True)
-    _torchrun(2, ["--probe-out", str(work_dir), "--probe-elements", str(elements), "--probe-calls", str(calls)])
+    _torchrun(2, ["--pin", pin, "--probe-out", str(work_dir), "--probe-elements", str(elements),
+                  "--probe-calls", str(calls)])
     return max(json.loads((work_dir / f"probe{r}.json").read_text()) for r in range(2))
 
 
@@ -164,6 +177,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--opponent", default="crank",
                    help="crank (fixed), or league: its games cross the ranks at every update")
     p.add_argument("--repeats", type=int, default=None, help="jobs per size (median reported)")
+    p.add_argument("--pin", choices=("job", "rank"), default="job",
+                   help="job: a job of R ranks shares cores 0..R-1 (the default); rank: each rank on a core of its own")
     p.add_argument("--rank-out", type=Path, default=None, help=argparse.SUPPRESS)
     p.add_argument("--probe-out", type=Path, default=None, help=argparse.SUPPRESS)
     p.add_argument("--probe-elements", type=int, default=0, help=argparse.SUPPRESS)
@@ -171,10 +186,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("rank_flags", nargs="*", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.rank_out is not None:
-        rank_main(args.rank_out, args.rank_flags)
+        rank_main(args.rank_out, args.rank_flags, args.pin)
         return
     if args.probe_out is not None:
-        probe_main(args.probe_out, args.probe_elements, args.probe_calls)
+        probe_main(args.probe_out, args.probe_elements, args.probe_calls, args.pin)
         return
     if (os.cpu_count() or 1) < 2:
         raise SystemExit("error: bench/scale.py needs 2 cores (one per rank)")
@@ -185,10 +200,11 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(repeats):
             for ranks in ((1, 2) if r % 2 == 0 else (2, 1)):  # alternate: no size always runs warmer
-                m = measure(ranks, total, args.envs_per_actor, args.opponent, Path(tmp) / f"ranks{ranks}_{r}")
+                m = measure(ranks, total, args.envs_per_actor, args.opponent, Path(tmp) / f"ranks{ranks}_{r}",
+                            args.pin)
                 runs[ranks].append(m)
                 if ranks == 2 and bare_ms is None:
-                    bare_ms = measure_bare(m.all_reduce_elements, Path(tmp) / "bare")
+                    bare_ms = measure_bare(m.all_reduce_elements, Path(tmp) / "bare", args.pin)
                 print(f"{ranks} rank(s) run {r}: {m.agent_steps_per_s:,.0f} agent-steps/s, learner "
                       f"{m.learner_samples_per_s:,.0f} samples/s of update time"
                       + (f", gradient all-reduce {m.all_reduce_ms:.2f} ms = {m.all_reduce_share:.1%} of "
@@ -198,7 +214,7 @@ def main(argv: list[str] | None = None) -> None:
     ms = statistics.median(x.all_reduce_ms for x in runs[2])
     share = statistics.median(x.all_reduce_share for x in runs[2])
     ratio = med[2] / (2 * med[1])
-    print(f"device cpu ({cpu_name()}), each rank one core, 1 actor x {args.envs_per_actor} envs, "
+    print(f"device cpu ({cpu_name()}), one torch thread per rank, pinned by {args.pin}, 1 actor x {args.envs_per_actor} envs, "
           f"{total:,} agent-steps per job, median of {repeats}")
     assert bare_ms is not None
     print(f"gradient all-reduce: {runs[2][0].all_reduce_elements:,} float32, {ms:.2f} ms per call in the run "
@@ -207,7 +223,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"ratio (2-rank agent-steps/s over twice the 1-rank figure) {ratio:.3f}; target 0.9")
     import torch
 
-    print(f"RESULT device=cpu cores=2 torch={torch.__version__} opponent={args.opponent} total_steps={total} repeats={repeats} "
+    print(f"RESULT device=cpu cores=2 torch={torch.__version__} opponent={args.opponent} pin={args.pin} total_steps={total} repeats={repeats} "
           f"ranks1_agent_steps_per_s={med[1]:.0f} ranks2_agent_steps_per_s={med[2]:.0f} ratio={ratio:.3f} "
           f"ranks1_learner_samples_per_s={learner[1]:.0f} ranks2_learner_samples_per_s={learner[2]:.0f} "
           f"allreduce_ms={ms:.3f} allreduce_share={share:.4f} allreduce_bare_ms={bare_ms:.3f} "
