@@ -25,7 +25,9 @@ import datetime
 import gc
 import importlib
 import os
+import time
 import weakref
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -120,6 +122,25 @@ def broadcast_module(module: nn.Module, src: int = 0) -> None:
         dist.broadcast(tensor.data, src)
 
 
+@dataclass
+class CollectiveTimer:
+    """Wall time spent in one kind of collective by this process, and how many calls it took.
+
+    The time includes waiting for the slowest rank to arrive. On gloo (CPU) the call returns
+    when the sum is done; on NCCL it returns once the collective is queued on the stream, so the
+    time is the launch's, not the transfer's."""
+
+    calls: int = 0
+    seconds: float = 0.0
+    elements: int = 0
+    """Elements summed by the last call."""
+
+
+GRADIENT_ALL_REDUCE = CollectiveTimer()
+"""Every :meth:`GradientAllReducer.all_reduce` of this process: its collective alone, without
+the copies into and out of the flat buffer (``bench/scale.py`` reads it)."""
+
+
 class GradientAllReducer:
     """Averages the gradients of a fixed parameter list over all ranks through one flat buffer.
 
@@ -148,7 +169,11 @@ class GradientAllReducer:
                 view.zero_()
             else:
                 view.copy_(p.grad)
+        start = time.perf_counter()
         all_reduce_sum_(self.flat, "the gradients")
+        GRADIENT_ALL_REDUCE.seconds += time.perf_counter() - start
+        GRADIENT_ALL_REDUCE.calls += 1
+        GRADIENT_ALL_REDUCE.elements = self.flat.numel()
         self.flat.div_(dist.get_world_size())
         for p, view in zip(self.params, self._views, strict=True):
             if p.grad is None:

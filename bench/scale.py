@@ -1,0 +1,239 @@
+"""Scaling over ``torchrun`` ranks: the same total work with 1 rank and with 2 ranks, one core each.
+
+Each run is the real ``python -m torch.distributed.run --standalone --nproc-per-node R`` starting
+this script once per rank, and each rank runs ``pipeline.launch``'s :func:`~pipeline.launch.run`
+on CPU (gloo) with one actor thread (``actors.processes=off``), so a rank is one process. Every
+rank runs torch with one intra-op thread (``torch.set_num_threads(1)``, ``OMP_NUM_THREADS=1``)
+and a job of R ranks is confined to R cores (``os.sched_setaffinity`` to cores 0..R-1): the
+1-rank run uses one core, the 2-rank run two. ``--pin rank`` pins each rank to its own core
+instead; on Linux that makes every gloo collective wait for the scheduler (gloo's threads and the
+waiting rank share the one core), about 3 ms per all-reduce however small, against 0.5 ms with
+the job's cores shared (bench/RESULTS.md). The job's figures:
+
+- agent-steps/s: the samples every rank trained on, summed, over the slowest rank's wall time
+  (first chunk to last update);
+- learner samples/s: each rank's samples over its own update time, summed over the ranks;
+- the all-reduce: the learner's gradient all-reduce timed inside the run
+  (:data:`learner.distributed.GRADIENT_ALL_REDUCE`), per call in ms and as a share of the
+  rank's update time (the mean over the ranks), and once more bare, by a 2-rank job of its own
+  that sums a buffer of the gradient's size 300 times with a barrier before each (the median
+  ms: the collective without waiting for a late peer).
+
+``ratio`` is the scaling efficiency, 2-rank agent-steps/s over twice the 1-rank figure (1.0:
+two cores do twice one core's work; the target is 0.9). The two sizes run alternately,
+``--repeats`` times each, and the medians are reported.
+
+    python bench/scale.py            # 2 x 327,680 agent-steps per size
+    python bench/scale.py --quick    # 16,384 agent-steps per run, once per size
+    python bench/scale.py --opponent league   # the league's exchange at every update too
+
+The last line is ``RESULT key=value ...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.workers import cpu_name
+
+REPO = Path(__file__).resolve().parents[1]
+
+RANK_FLAGS = ["--device", "cpu", "--actors", "1", "--display", "none",
+              "--metrics-port", "-1", "--set", "run.eval_episodes=0", "--set", "actors.processes=off"]
+"""Every rank's launcher flags: one actor thread, no evaluation (the opponent is ``--opponent``)."""
+
+
+@dataclass
+class RankFigures:
+    """What one rank measured, written to ``rank<R>.json`` in the run's output folder."""
+
+    rank: int
+    trained_samples: int
+    wall_s: float
+    learner_busy_s: float
+    updates: int
+    all_reduce_calls: int
+    all_reduce_s: float
+    all_reduce_elements: int
+
+
+@dataclass
+class JobFigures:
+    """One job's figures (see the module docstring)."""
+
+    ranks: int
+    agent_steps_per_s: float
+    learner_samples_per_s: float
+    all_reduce_ms: float
+    all_reduce_share: float
+    all_reduce_elements: int
+
+
+def _pin(pin: str) -> int:
+    """Confine this rank to its job's cores (``job``: cores 0..R-1) or to its own (``rank``)."""
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    cores = os.cpu_count() or 1
+    if pin == "rank":
+        os.sched_setaffinity(0, {local_rank % cores})
+    else:
+        os.sched_setaffinity(0, set(range(min(int(os.environ.get("LOCAL_WORLD_SIZE", "1")), cores))))
+    return local_rank
+
+
+def rank_main(out_dir: Path, flags: list[str], pin: str) -> None:
+    """One rank of a job: confine it to its cores, run the launcher, write this rank's figures."""
+    local_rank = _pin(pin)
+    import torch
+
+    torch.set_num_threads(1)
+    from learner.distributed import GRADIENT_ALL_REDUCE
+    from pipeline.config import resolve
+    from pipeline.config.flags import parse_config
+    from pipeline.launch import run
+
+    result = run(resolve(parse_config(flags)))
+    if result.exit_code != 0:
+        raise SystemExit(f"rank {local_rank}: the run failed with exit code {result.exit_code}")
+    figures = RankFigures(int(os.environ.get("RANK", "0")), result.ring.consumed_samples, result.wall_s,
+                          result.learner_busy_s, result.updates, GRADIENT_ALL_REDUCE.calls,
+                          GRADIENT_ALL_REDUCE.seconds, GRADIENT_ALL_REDUCE.elements)
+    (out_dir / f"rank{figures.rank}.json").write_text(json.dumps(asdict(figures)))
+
+
+def measure(ranks: int, total_steps: int, envs: int, opponent: str, work_dir: Path, pin: str) -> JobFigures:
+    """One job of ``ranks`` ranks through ``torch.distributed.run``, ``total_steps`` agent-steps."""
+    work_dir.mkdir(parents=True)
+    flags = [*RANK_FLAGS, "--opponent", opponent, "--envs-per-actor", str(envs), "--total-steps", str(total_steps),
+             "--run-dir", str(work_dir / "run")]
+    _torchrun(ranks, ["--pin", pin, "--rank-out", str(work_dir), "--", *flags])
+    shares = [RankFigures(**json.loads((work_dir / f"rank{r}.json").read_text())) for r in range(ranks)]
+    trained = sum(s.trained_samples for s in shares)
+    if trained < total_steps:
+        raise SystemExit(f"{ranks}-rank job trained {trained} agent-steps of {total_steps}")
+    return JobFigures(
+        ranks, trained / max(s.wall_s for s in shares),
+        sum(s.trained_samples / max(s.learner_busy_s, 1e-9) for s in shares),
+        statistics.mean(1000.0 * s.all_reduce_s / max(s.all_reduce_calls, 1) for s in shares),
+        statistics.mean(s.all_reduce_s / max(s.learner_busy_s, 1e-9) for s in shares),
+        shares[0].all_reduce_elements)
+
+
+def probe_main(out_dir: Path, elements: int, calls: int, pin: str) -> None:
+    """One rank of the bare all-reduce: ``calls`` sums of ``elements`` float32 in step (a barrier
+    before each, so no rank waits for a late peer); writes this rank's median ms."""
+    _pin(pin)
+    import time
+
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    flat = torch.zeros(elements)
+    times = []
+    for i in range(calls + calls // 10):
+        dist.barrier()
+        start = time.perf_counter()
+        dist.all_reduce(flat)
+        if i >= calls // 10:  # the first tenth warms up
+            times.append(time.perf_counter() - start)
+    dist.destroy_process_group()
+    (out_dir / f"probe{os.environ.get('RANK', '0')}.json").write_text(json.dumps(1000.0 * statistics.median(times)))
+
+
+def measure_bare(elements: int, work_dir: Path, pin: str, calls: int = 300) -> float:
+    """The median ms of a bare gloo all-reduce of ``elements`` float32 between 2 ranks."""
+    work_dir.mkdir(parents=True)
+    _torchrun(2, ["--pin", pin, "--probe-out", str(work_dir), "--probe-elements", str(elements),
+                  "--probe-calls", str(calls)])
+    return max(json.loads((work_dir / f"probe{r}.json").read_text()) for r in range(2))
+
+
+def _torchrun(ranks: int, script_args: list[str]) -> None:
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                           "--nproc-per-node", str(ranks), str(Path(__file__).resolve()), *script_args],
+                          cwd=REPO, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"{ranks}-rank job failed (exit {done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse the command line; as a rank, run it; otherwise run both sizes and print the RESULT."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="one short run per size (about a minute)")
+    p.add_argument("--total-steps", type=int, default=None, help="agent-steps per job")
+    p.add_argument("--envs-per-actor", type=int, default=64)
+    p.add_argument("--opponent", default="crank",
+                   help="crank (fixed), or league: its games cross the ranks at every update")
+    p.add_argument("--repeats", type=int, default=None, help="jobs per size (median reported)")
+    p.add_argument("--pin", choices=("job", "rank"), default="job",
+                   help="job: a job of R ranks shares cores 0..R-1 (the default); rank: each rank on a core of its own")
+    p.add_argument("--rank-out", type=Path, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--probe-out", type=Path, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--probe-elements", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--probe-calls", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("rank_flags", nargs="*", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.rank_out is not None:
+        rank_main(args.rank_out, args.rank_flags, args.pin)
+        return
+    if args.probe_out is not None:
+        probe_main(args.probe_out, args.probe_elements, args.probe_calls, args.pin)
+        return
+    if (os.cpu_count() or 1) < 2:
+        raise SystemExit("error: bench/scale.py needs 2 cores (one per rank)")
+    total = args.total_steps or (16_384 if args.quick else 327_680)
+    repeats = args.repeats or (1 if args.quick else 2)
+    runs: dict[int, list[JobFigures]] = {1: [], 2: []}
+    bare_ms: float | None = None
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(repeats):
+            for ranks in ((1, 2) if r % 2 == 0 else (2, 1)):  # alternate: no size always runs warmer
+                m = measure(ranks, total, args.envs_per_actor, args.opponent, Path(tmp) / f"ranks{ranks}_{r}",
+                            args.pin)
+                runs[ranks].append(m)
+                if ranks == 2 and bare_ms is None:
+                    bare_ms = measure_bare(m.all_reduce_elements, Path(tmp) / "bare", args.pin)
+                print(f"{ranks} rank(s) run {r}: {m.agent_steps_per_s:,.0f} agent-steps/s, learner "
+                      f"{m.learner_samples_per_s:,.0f} samples/s of update time"
+                      + (f", gradient all-reduce {m.all_reduce_ms:.2f} ms = {m.all_reduce_share:.1%} of "
+                         "update time" if ranks > 1 else "") + f" (load {_load()})", flush=True)
+    med = {k: statistics.median(x.agent_steps_per_s for x in v) for k, v in runs.items()}
+    learner = {k: statistics.median(x.learner_samples_per_s for x in v) for k, v in runs.items()}
+    ms = statistics.median(x.all_reduce_ms for x in runs[2])
+    share = statistics.median(x.all_reduce_share for x in runs[2])
+    ratio = med[2] / (2 * med[1])
+    print(f"device cpu ({cpu_name()}), one torch thread per rank, pinned by {args.pin}, 1 actor x {args.envs_per_actor} envs, "
+          f"{total:,} agent-steps per job, median of {repeats}")
+    assert bare_ms is not None
+    print(f"gradient all-reduce: {runs[2][0].all_reduce_elements:,} float32, {ms:.2f} ms per call in the run "
+          f"(waiting for the other rank included), {share:.1%} of update time; bare (ranks in step) "
+          f"{bare_ms:.3f} ms")
+    print(f"ratio (2-rank agent-steps/s over twice the 1-rank figure) {ratio:.3f}; target 0.9")
+    import torch
+
+    print(f"RESULT device=cpu cores=2 torch={torch.__version__} opponent={args.opponent} pin={args.pin} total_steps={total} repeats={repeats} "
+          f"ranks1_agent_steps_per_s={med[1]:.0f} ranks2_agent_steps_per_s={med[2]:.0f} ratio={ratio:.3f} "
+          f"ranks1_learner_samples_per_s={learner[1]:.0f} ranks2_learner_samples_per_s={learner[2]:.0f} "
+          f"allreduce_ms={ms:.3f} allreduce_share={share:.4f} allreduce_bare_ms={bare_ms:.3f} "
+          f"gradient_floats={runs[2][0].all_reduce_elements} load={_load().replace(' ', ',')}")
+
+
+def _load() -> str:
+    """The 1-, 5- and 15-minute load averages (the machine may be shared)."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+if __name__ == "__main__":
+    main()

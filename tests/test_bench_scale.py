@@ -1,0 +1,32 @@
+"""``bench/scale.py --quick``: the same work with 1 and 2 ``torchrun`` ranks, and the learner's
+gradient all-reduce timed inside the 2-rank run."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core per rank: needs 2 cores")
+def test_quick_scale_runs_both_sizes_and_times_the_all_reduce():
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "scale.py"), "--quick"], cwd=REPO,
+                          capture_output=True, text=True, timeout=600)  # a hang guard only
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("RESULT "), done.stdout[-3000:]
+    fields = dict(kv.split("=", 1) for kv in last.split()[1:])
+    one, two = float(fields["ranks1_agent_steps_per_s"]), float(fields["ranks2_agent_steps_per_s"])
+    assert one > 0 and two > 0
+    assert float(fields["ratio"]) == pytest.approx(two / (2 * one), abs=2e-3)
+    # The 2-rank job all-reduced the whole gradient of the default network, a positive time each.
+    assert int(fields["gradient_floats"]) > 10_000
+    assert float(fields["allreduce_ms"]) > 0 and float(fields["allreduce_bare_ms"]) > 0
+    assert 0 < float(fields["allreduce_share"]) < 1
+    assert re.search(r"^2 rank\(s\) run 0: .* gradient all-reduce [\d.]+ ms", done.stdout, re.M)
