@@ -14,7 +14,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core per rank: needs 2 cores")
+@pytest.mark.slow
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="a core per rank: needs 2 cores")
 def test_quick_scale_runs_both_sizes_and_times_the_all_reduce():
     done = subprocess.run([sys.executable, str(REPO / "bench" / "scale.py"), "--quick"], cwd=REPO,
                           capture_output=True, text=True, timeout=600)  # a hang guard only
