@@ -76,10 +76,11 @@ def fly_sim_policy(checkpoint: Path, sim: SimConfig, num_envs: int = 8, steps: i
     return sim_observations(sim, "", "shooter", num_envs, steps, seed=5, red_agent=red)
 
 
-def cartpole_checkpoint(directory: Path, agent_steps: int = 2048) -> Path:
-    """A CartPole policy's checkpoint with normalization statistics from random play."""
+def cartpole_checkpoint(directory: Path, agent_steps: int = 2048, **ppo: Any) -> Path:
+    """A CartPole policy's checkpoint with normalization statistics from random play (``ppo``:
+    more ``PPOConfig`` fields, e.g. ``normalize_obs``, ``obs_norm_clip``)."""
     torch.manual_seed(0)
-    learner = PPOLearner(PPOConfig(hidden_sizes=(16,)), 4, ActionSpec("discrete", nvec=(2,)),
+    learner = PPOLearner(PPOConfig(hidden_sizes=(16,), **ppo), 4, ActionSpec("discrete", nvec=(2,)),
                          obs_layout={"env": "gym:CartPole-v1", "size": 4})
     env = gym.make("CartPole-v1")
     rng = np.random.default_rng(0)

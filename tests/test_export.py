@@ -100,15 +100,26 @@ def test_a_sim_policy_exported_acts_as_the_pytorch_policy(checkpoints, tmp_path,
     assert (normalized.abs() > policy.obs_norm.clip).any(-1).float().mean() > 0.1
 
 
-def test_a_cartpole_policy_exported_acts_as_the_pytorch_policy(checkpoints, tmp_path):
-    onnx, script = _export(checkpoints["cartpole"], tmp_path)
-    obs = fly_gym_policy(checkpoints["cartpole"], "CartPole-v1", steps=300)
-    policy = load_policy(checkpoints["cartpole"])
+@pytest.mark.parametrize("ppo", [{}, {"obs_norm_clip": 0.5}, {"normalize_obs": False}],
+                         ids=["normalized", "clipped-tight", "not-normalized"])
+def test_a_cartpole_policy_exported_acts_as_the_pytorch_policy(tmp_path, ppo):
+    checkpoint = cartpole_checkpoint(tmp_path / "checkpoints", **ppo)
+    onnx, script = _export(checkpoint, tmp_path / "out")
+    obs = fly_gym_policy(checkpoint, "CartPole-v1", steps=300)
+    policy = load_policy(checkpoint)
     for action, second in _outputs_of_both(onnx, script, obs):
         assert_acts_as(policy, obs, action, second)
     expected, _, _ = policy.act(obs, deterministic=True)
     assert set(expected[:, 0].tolist()) == {0, 1}
-    assert (raw_actions(policy, obs) != expected).float().mean() > 0.2
+    differs = (raw_actions(policy, obs) != expected).float().mean()
+    normalization = json.loads(Path(f"{onnx}.json").read_text())["inputs"]["obs"]["normalization"]
+    if ppo.get("normalize_obs", True):
+        assert differs > 0.2
+        clip = ppo.get("obs_norm_clip", 10.0)
+        assert normalization == (f"in the graph: (obs - mean) / sqrt(var + 1e-08), clipped to ±{clip:g}, "
+                                 "with the checkpoint's statistics over 500 observations")
+    else:
+        assert differs == 0 and normalization == "none"
 
 
 def test_the_sidecar_describes_the_observation_and_the_actions(checkpoints, tmp_path):

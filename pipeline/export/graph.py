@@ -13,7 +13,7 @@ from torch import Tensor, nn
 from learner.network import ActorCritic
 
 ONNX_OPSET = 17
-"""The ONNX operator set the graph is written with (onnxruntime 1.14 and later run it)."""
+"""The ONNX operator set the graph is written with (onnxruntime 1.12 and later run it)."""
 INPUT_NAME = "obs"
 """The graph's one input: raw observations ``[N, D]`` float32."""
 
