@@ -76,25 +76,27 @@ def fly_sim_policy(checkpoint: Path, sim: SimConfig, num_envs: int = 8, steps: i
     return sim_observations(sim, "", "shooter", num_envs, steps, seed=5, red_agent=red)
 
 
-def cartpole_checkpoint(directory: Path, agent_steps: int = 2048, **ppo: Any) -> Path:
-    """A CartPole policy's checkpoint with normalization statistics from random play (``ppo``:
-    more ``PPOConfig`` fields, e.g. ``normalize_obs``, ``obs_norm_clip``)."""
+def gym_checkpoint(directory: Path, env_id: str = "CartPole-v1", agent_steps: int = 2048, **ppo: Any) -> Path:
+    """A checkpoint of a policy for the Gymnasium env ``env_id`` with normalization statistics
+    from random play (``ppo``: more ``PPOConfig`` fields, e.g. ``normalize_obs``,
+    ``obs_norm_clip``)."""
     torch.manual_seed(0)
-    learner = PPOLearner(PPOConfig(hidden_sizes=(16,), **ppo), 4, ActionSpec("discrete", nvec=(2,)),
-                         obs_layout={"env": "gym:CartPole-v1", "size": 4})
-    env = gym.make("CartPole-v1")
-    rng = np.random.default_rng(0)
+    env = gym.make(env_id)
+    obs_dim = int(np.prod(env.observation_space.shape))
+    learner = PPOLearner(PPOConfig(hidden_sizes=(16,), **ppo), obs_dim, ActionSpec.from_gym(env.action_space),
+                         obs_layout={"env": f"gym:{env_id}", "size": obs_dim})
+    env.action_space.seed(0)
     obs, _ = env.reset(seed=0)
     seen = []
     for _ in range(500):
         seen.append(obs)
-        obs, _, terminated, truncated, _ = env.step(int(rng.integers(2)))
+        obs, _, terminated, truncated, _ = env.step(env.action_space.sample())
         if terminated or truncated:
             obs, _ = env.reset()
     learner.policy.update_obs_norm(torch.as_tensor(np.array(seen), dtype=torch.float32))
     _sharpen(learner)
     save_checkpoint(directory, learner, {"agent_steps": agent_steps,
-                                         "config": {"actors": {"env": "gym:CartPole-v1", "env_kwargs": {}}}})
+                                         "config": {"actors": {"env": f"gym:{env_id}", "env_kwargs": {}}}})
     return directory
 
 
