@@ -13,7 +13,7 @@ from pipeline.config import ActorsConfig
 from pipeline.config.flags import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
-COMMANDS = ("pipeline.launch", "pipeline.evaluate", "pipeline.replay", "pipeline.plot",
+COMMANDS = ("pipeline.launch", "pipeline.evaluate", "pipeline.replay", "pipeline.plot", "pipeline.export",
             "monitoring.overlap", "monitoring.grafana.dashboard")
 MISTAKES = (["--bogus"], ["--bogus", "1", "--also-bogus"], ["--help-me"])
 
