@@ -26,7 +26,9 @@ def _red(state: dict) -> dict:
 
 def _key(driver, key: str, down: bool) -> None:
     from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
 
+    key = {"ArrowLeft": Keys.ARROW_LEFT, "ArrowRight": Keys.ARROW_RIGHT}.get(key, key)
     chain = ActionChains(driver)
     (chain.key_down(key) if down else chain.key_up(key)).perform()
 
@@ -103,7 +105,7 @@ def test_two_browsers_each_fly_a_seat():
         wait_until(lambda: page_value(red_page, "window.cockpit.held.join()") == "red", "the first page to fly red")
         wait_until(lambda: page_value(blue_page, "window.cockpit.held.join()") == "blue", "the second page to fly blue")
 
-        _key(blue_page, "ArrowLeft", True)  # blue heads along -x (pi); left turns it towards -pi/2... (counter-clockwise)
+        _key(blue_page, "ArrowLeft", True)  # blue starts heading along -x
         turned = wait_until(lambda: (s := server.state())["seats"]["blue"]["rudder"] == 1 and s, "blue's rudder on the server")
         assert turned["seats"]["red"]["rudder"] == 0
         wait_until(lambda: math.cos(server.state()["fighters"][1]["heading"]) > -0.999, "blue to turn on the server")

@@ -15,6 +15,7 @@ import importlib
 import ipaddress
 import json
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -359,7 +360,8 @@ async def start_site(app: web.Application, host: str, port: int) -> tuple[web.Ap
         except OSError as exc:
             if exc.errno not in (errno.EADDRINUSE, errno.EACCES):
                 await runner.cleanup()
-                raise ServeError(f"cannot serve the page on {host}:{candidate}: {(exc.strerror or str(exc)).lower()} "
+                reason = os.strerror(exc.errno).lower() if exc.errno else " ".join(str(exc).split())
+                raise ServeError(f"cannot serve the page on {host}:{candidate}: {reason} "
                                  "(--host must be an address of this machine: 127.0.0.1 for it alone, 0.0.0.0 "
                                  "for every interface)") from None
             continue

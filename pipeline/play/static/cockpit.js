@@ -15,7 +15,7 @@ const KEYS = {
 };
 
 const page = {
-  frames: 0, states: 0, latencies: [], results: [], errors: [], held: [], hello: null,
+  frames: 0, states: 0, latencies: [], results: [], errors: [], held: [], hello: null, seatEvents: [],
   last: null, prev: null, connected: false,
 };
 window.cockpit = page;
@@ -151,6 +151,7 @@ function drawHud(state) {
 }
 
 function logEvent(event) {
+  if (event.kind === "seat") page.seatEvents.push({ side: event.side, spec: event.spec });
   const words = {
     launch: `${event.side} launches`, hit: `${event.side} hits`, gone: `${event.id} gone`,
     end: `${event.winner} ${event.winner === "draw" ? "" : "wins "}(${event.reason})`, round: `round ${event.round}`,
