@@ -212,7 +212,7 @@ def test_a_busy_port_falls_back_and_says_so(caplog):
     pytest.importorskip("aiohttp")
     from aiohttp import web
 
-    from pipeline.play.server import ServeError, start_site
+    from pipeline.play.site import ServeError, start_site
 
     async def main() -> tuple[int, int]:
         with socket.socket() as busy:

@@ -14,6 +14,7 @@ import asyncio
 import logging
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -21,8 +22,10 @@ from core.command import CommandParser, run_command
 from monitoring.exporter import open_to_network
 from pipeline.play.follow import Follower
 from pipeline.play.seats import HUMAN, SIDES
-from pipeline.play.server import PlayServer, spacetime_hook, start_site
 from pipeline.play.session import DEFAULT_OPPONENT, SCENARIOS, Session, build_lineup
+
+if TYPE_CHECKING:
+    from pipeline.play.server import PlayServer
 
 DEFAULT_HOST = "127.0.0.1"
 """Loopback by default: nobody else reaches the page unless ``--host`` says so."""
@@ -55,6 +58,10 @@ def main(argv: list[str] | None = None) -> None:
         raise ValueError(f"--port must be in 0..65535, got {args.port}")
     if args.max_time is not None and not 0 < args.max_time <= 1e6:
         raise ValueError(f"--max-time must be a number of seconds in (0, 1e6], got {args.max_time}")
+    try:
+        from pipeline.play.server import PlayServer, spacetime_hook
+    except ImportError as exc:
+        raise ValueError(f"python -m pipeline.play needs {exc.name or 'aiohttp'}: pip install -e '.[play]'") from None
     torch.set_num_threads(1)
     specs = {"red": args.red, "blue": args.blue}
     follower = None
@@ -74,6 +81,8 @@ def main(argv: list[str] | None = None) -> None:
 
 async def serve(server: PlayServer, host: str, port: int, specs: dict[str, str]) -> None:
     """Serve until SIGINT or SIGTERM."""
+    from pipeline.play.site import start_site
+
     runner, taken = await start_site(server.app(), host, port)
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{taken}/"
