@@ -129,3 +129,12 @@ def test_follow_skips_a_damaged_checkpoint_and_flies_the_next_good_one(tmp_path)
         events = page_value(driver, "window.cockpit.seatEvents")
         assert {"side": "blue", "spec": str(good)} in events
         assert server.output().count("error: --follow") == 1  # reported once, not on every poll
+
+
+def test_sharing_the_page_with_the_network_warns():
+    with play_server("--host", "0.0.0.0", "--red", "straight") as server:
+        port = server.url.rstrip("/").rsplit(":", 1)[1]
+        wait_until(lambda: "warning: the page on" in server.output(), "the warning")
+        assert (f"warning: the page on 0.0.0.0:{port} is open to the network: anyone who reaches it can watch "
+                "and fly the fight") in server.output()
+        assert server.state()["type"] == "state"
