@@ -154,3 +154,33 @@ def test_touch_buttons_fly_the_fighter_on_a_phone():
             fired = wait_until(lambda: (s := server.state())["missiles"] and s, "red's missile on the server")
         wait_until(lambda: server.state()["seats"]["red"]["fire"] is False, "red's fire button released")
         assert [m["side"] for m in fired["missiles"]] == ["red"]
+
+
+@pytest.mark.slow
+def test_the_menu_sets_up_a_fight_between_two_agents_to_watch():
+    """From the page's menu: shooter against straight, head-on. The seats change on the
+    server, the page gives back the seat no person flies any more and watches, the score
+    starts again, and the fight runs to red's kill."""
+    from selenium.webdriver.support.ui import Select
+
+    with play_server("--red", "human", "--blue", "crank") as server, chromium() as driver:
+        open_page(driver, server.url)
+        wait_until(lambda: page_value(driver, "window.cockpit.held.join()") == "red", "the page to fly red")
+        driver.find_element("id", "menu-toggle").click()
+        for field, spec in (("red-spec", "shooter"), ("blue-spec", "straight")):
+            box = driver.find_element("id", field)
+            box.clear()
+            box.send_keys(spec)
+        Select(driver.find_element("id", "scenario")).select_by_value("head_on")
+        before = page_value(driver, "window.cockpit.results.length")
+        driver.find_element("id", "choose").click()
+        wait_until(lambda: (s := server.state())["seats"]["red"]["spec"] == "shooter" and s["scenario"] == "head_on",
+                   "the new fight on the server")
+        state = server.state()
+        assert state["seats"]["blue"] == {"spec": "straight", "human": False}
+        wait_until(lambda: page_value(driver, "window.cockpit.held.length") == 0, "the page to watch")
+        assert driver.find_element("id", "seats-line").text.endswith("watching")
+        Select(driver.find_element("id", "time-scale")).select_by_value("8")
+        result = wait_until(lambda: page_value(driver, f"window.cockpit.results[{before}] || null"), "the fight's result")
+        assert (result["winner"], result["reason"], result["score"]) == ("red", "kill", {"red": 1, "blue": 0, "draws": 0, "rounds": 1})
+        assert page_value(driver, "window.cockpit.errors.length") == 0

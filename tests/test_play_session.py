@@ -233,3 +233,11 @@ def test_a_busy_port_falls_back_and_says_so(caplog):
 
     with pytest.raises(ServeError, match=r"^cannot serve the page on 192\.0\.2\.1:0: cannot assign requested address \(--host must be an address of this machine"):
         asyncio.run(unreachable())
+
+
+def test_only_this_machine_counts_as_local():
+    pytest.importorskip("aiohttp")
+    from pipeline.play.server import is_local
+
+    assert is_local("127.0.0.1") and is_local("::1") and is_local("127.0.0.2")
+    assert not is_local("192.168.1.20") and not is_local("10.0.0.1") and not is_local(None) and not is_local("host")
