@@ -200,6 +200,8 @@ def test_command_line_errors_are_one_line(capsys, tmp_path):
         (["--blue", str(damaged)], f"error: checkpoint {damaged} is truncated or corrupt"),
         (["--scenario", "dogfight"], "error: argument --scenario: invalid choice"),
         (["--port", "70000"], "error: --port must be in 0..65535, got 70000"),
+        (["--follow", str(tmp_path), "--blue", "crank"], "error: --follow flies the blue seat: drop --blue, or pass --follow-seat red"),
+        (["--follow", str(tmp_path)], f"error: no checkpoint in {tmp_path}"),
     ]:
         with pytest.raises(SystemExit) as info:
             run(argv)

@@ -36,9 +36,8 @@ DEFAULT_PORT = 8765
 def build_parser() -> argparse.ArgumentParser:
     p = CommandParser(prog="python -m pipeline.play",
                       description="Fly the duel in a browser, or watch two agents fight live.")
-    p.add_argument("--red", default=HUMAN, metavar="SPEC", help=f"who flies red: {HUMAN} (default) or an agent spec")
-    p.add_argument("--blue", default=DEFAULT_OPPONENT, metavar="SPEC",
-                   help=f"who flies blue: an agent spec (default {DEFAULT_OPPONENT}) or {HUMAN}")
+    p.add_argument("--red", metavar="SPEC", help=f"who flies red: {HUMAN} (default) or an agent spec")
+    p.add_argument("--blue", metavar="SPEC", help=f"who flies blue: an agent spec (default {DEFAULT_OPPONENT}) or {HUMAN}")
     p.add_argument("--scenario", default="random", choices=SCENARIOS, help="starting positions (default random)")
     p.add_argument("--follow", metavar="RUN", help="fly the newest checkpoint of the training run RUN, "
                    "switching to each new one from the next round")
@@ -63,7 +62,10 @@ def main(argv: list[str] | None = None) -> None:
     except ImportError as exc:
         raise ValueError(f"python -m pipeline.play needs {exc.name or 'aiohttp'}: pip install -e '.[play]'") from None
     torch.set_num_threads(1)
-    specs = {"red": args.red, "blue": args.blue}
+    if args.follow is not None and getattr(args, args.follow_seat) is not None:
+        raise ValueError(f"--follow flies the {args.follow_seat} seat: drop --{args.follow_seat}, "
+                         f"or pass --follow-seat {'blue' if args.follow_seat == 'red' else 'red'}")
+    specs = {"red": args.red or HUMAN, "blue": args.blue or DEFAULT_OPPONENT}
     follower = None
     if args.follow is not None:
         follower = Follower(args.follow, args.follow_seat)

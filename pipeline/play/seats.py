@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 
 from agents.base import BaseAgent
+from agents.registry import SCRIPTED
 from learner.checkpoint import resolve_checkpoint_path
 from pipeline.config.specs import build_agent
 from sim import ObsLayout, SimConfig
@@ -38,8 +39,6 @@ class HumanSeat:
 
     spec: str = HUMAN
     controls: Controls = field(default_factory=Controls)
-    source: str = ""
-    """The checkpoint file the seat flies (empty for a person and for scripted agents)."""
 
     def action(self, obs: torch.Tensor, step: int, action_mode: str) -> torch.Tensor:
         """The action ``[3]`` the held controls give, in the simulator's action format."""
@@ -49,8 +48,8 @@ class HumanSeat:
         return torch.tensor([c.rudder, c.throttle, float(c.fire)], dtype=obs.dtype)
 
     def reset(self) -> None:
-        """A new round: the controls go back to straight ahead at full throttle (the sequence
-        number is kept, so the page's echo check still holds)."""
+        """A new round, or its pilot gone: the controls go back to straight ahead at full
+        throttle (the sequence number is kept, so the page's echo check still holds)."""
         seq = self.controls.seq
         self.controls = Controls(seq=seq)
 
@@ -64,6 +63,7 @@ class AgentSeat:
     agent: BaseAgent
     decide_every: int
     source: str = ""
+    """The checkpoint file the seat flies (empty for scripted agents and import paths)."""
     _held: torch.Tensor | None = None
 
     def action(self, obs: torch.Tensor, step: int, action_mode: str) -> torch.Tensor:
@@ -85,18 +85,12 @@ Seat = HumanSeat | AgentSeat
 def checkpoint_source(spec: str) -> str:
     """The checkpoint file ``spec`` names, or ``""`` when it names none (a scripted name, an
     import path, ``human``)."""
-    if spec == HUMAN or spec in _scripted_names() or (":" in spec and not Path(spec).exists()):
+    if spec == HUMAN or spec in SCRIPTED or (":" in spec and not Path(spec).exists()):
         return ""
     try:
         return str(resolve_checkpoint_path(spec))
     except ValueError:
         return ""
-
-
-def _scripted_names() -> tuple[str, ...]:
-    from agents.registry import SCRIPTED
-
-    return tuple(SCRIPTED)
 
 
 def build_seat(spec: str, side: int, sim_config: SimConfig, decide_every: int, seed: int = 0) -> Seat:

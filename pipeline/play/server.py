@@ -22,6 +22,7 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from agents.registry import SCRIPTED
 from pipeline.play.follow import Follower
 from pipeline.play.protocol import MAX_MESSAGE_BYTES, Message, ProtocolError, parse_message
 from pipeline.play.seats import SIDES, build_seat
@@ -224,6 +225,10 @@ class PlayServer:
         finally:
             self.viewers.remove(viewer)
             sender.cancel()
+            for side in viewer.held:  # nobody at the controls: fly straight on
+                seat = self.session.human_seat(side)
+                if seat is not None:
+                    seat.reset()
         return ws
 
     @staticmethod
@@ -244,8 +249,6 @@ class PlayServer:
 
     def _hello(self, viewer: Viewer) -> dict[str, Any]:
         cfg = self.session.lineup.config
-        from agents.registry import SCRIPTED
-
         return {"type": "hello", "step_s": PLAY_STEP_S, "arena_half_width_m": cfg.arena_half_width_m,
                 "scenarios": list(SCENARIOS), "agents": ["human", *SCRIPTED],
                 "lineup": {"red": self.session.lineup.specs[0], "blue": self.session.lineup.specs[1],
@@ -312,8 +315,6 @@ class PlayServer:
 
     async def _choose(self, viewer: Viewer, red: str, blue: str, scenario: str) -> None:
         if not viewer.local:
-            from agents.registry import SCRIPTED
-
             allowed = {"human", *SCRIPTED, *self.started_specs}
             for spec in (red, blue):
                 if spec not in allowed:
