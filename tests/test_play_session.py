@@ -243,3 +243,38 @@ def test_only_this_machine_counts_as_local():
 
     assert is_local("127.0.0.1") and is_local("::1") and is_local("127.0.0.2")
     assert not is_local("192.168.1.20") and not is_local("10.0.0.1") and not is_local(None) and not is_local("host")
+
+
+def test_a_plug_in_that_misbehaves_pauses_the_fight_and_the_server_goes_on():
+    """A real server on a real socket, in this process: an agent whose actions are out of range
+    pauses the fight with one line to every page; a plug-in whose constructor raises is refused
+    when chosen; the server answers on."""
+    pytest.importorskip("aiohttp")
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from pipeline.play.server import PlayServer
+
+    lineup = build_lineup("human", "tests.play_agents:OutOfRangeAgent", "head_on")
+    server = PlayServer(Session(lineup))
+
+    async def main() -> tuple[list[dict], dict]:
+        async with TestClient(TestServer(server.app())) as client:
+            ws = await client.ws_connect("/ws")
+            seen: list[dict] = []
+            while not any(m["type"] == "error" for m in seen):
+                seen.append(await ws.receive_json(timeout=60))
+            await ws.send_json({"type": "choose", "red": "human", "blue": "tests.plugins_faulty:BrokenConstructor",
+                                "scenario": "random"})
+            while sum(m["type"] == "error" for m in seen) < 2:
+                seen.append(await ws.receive_json(timeout=60))
+            stats = await (await client.get("/stats.json")).json()
+            return seen, stats
+
+    seen, stats = asyncio.run(main())
+    errors = [m["message"] for m in seen if m["type"] == "error"]
+    assert errors == [
+        "error: the fight is paused: agent 'tests.play_agents:OutOfRangeAgent' returned discrete actions out of "
+        "range (indices must be rudder in 0..2, throttle in 0..2, fire in 0..1) (choose another fight)",
+        "error: RuntimeError: cannot build this opponent",
+    ]
+    assert stats["paused"] is True and server.session.lineup.specs == ("human", "tests.play_agents:OutOfRangeAgent")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from agents.base import BaseAgent
+from agents.base import BaseAgent, bad_actions_message, check_agent_actions
 from agents.registry import SCRIPTED
 from learner.checkpoint import resolve_checkpoint_path
 from pipeline.config.specs import build_agent
@@ -67,10 +67,16 @@ class AgentSeat:
     _held: torch.Tensor | None = None
 
     def action(self, obs: torch.Tensor, step: int, action_mode: str) -> torch.Tensor:
-        """The agent's action ``[3]`` for this step (a fresh decision on every ``decide_every``-th)."""
+        """The agent's action ``[3]`` for this step (a fresh decision on every
+        ``decide_every``-th). Actions of the wrong shape, type or range raise ``ValueError``
+        naming the agent."""
         if self._held is None or step % self.decide_every == 0:
             with torch.no_grad():
-                self._held = self.agent.act(obs.unsqueeze(0))[0].clone()
+                actions = self.agent.act(obs.unsqueeze(0))
+            who = f"agent {self.spec!r}"
+            if bool(check_agent_actions(actions, 1, action_mode, who)):
+                raise ValueError(bad_actions_message(who, action_mode))
+            self._held = actions[0].clone()
         return self._held
 
     def reset(self) -> None:

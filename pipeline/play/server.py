@@ -46,6 +46,13 @@ def spacetime_hook() -> Hook | None:
     return hook if callable(hook) else None
 
 
+def one_line(exc: BaseException) -> str:
+    """An exception as one line: its message, or its type where it has none; a type other
+    than ``ValueError`` (a failing plug-in) is named."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if isinstance(exc, ValueError) else f"{type(exc).__name__}: {text}"
+
+
 def is_local(remote: str | None) -> bool:
     """Whether a peer address is this machine's loopback."""
     try:
@@ -139,7 +146,11 @@ class PlayServer:
         next_at = loop.time()
         while True:
             was_over = self.session.result is not None
-            self.session.step()
+            try:
+                self.session.step()
+            except Exception as exc:  # an agent may be any plug-in: its failure pauses the fight
+                self.session.paused = True
+                self._error_all(f"error: the fight is paused: {one_line(exc)} (choose another fight)")
             if self.session.result is not None and not was_over:
                 self._post_all(self.session.result)
             self._publish()
@@ -160,7 +171,12 @@ class PlayServer:
                 continue
             message = dict(frame, hud=self._hud(frame, side), spacetime=None)
             if view is not None and self.hook is not None:
-                extra = self.hook(view, side) or {}
+                try:
+                    extra = self.hook(view, side) or {}
+                except Exception as exc:  # the graph is an extra: the fight goes on without it
+                    self.hook = None
+                    self._error_all(f"error: the spacetime graph is off: {one_line(exc)}")
+                    extra = {}
                 message["spacetime"] = extra.get("spacetime")
                 message["hud"].update(extra.get("hud") or {})
             texts[side] = json.dumps(message)
@@ -195,9 +211,9 @@ class PlayServer:
             decide_every = follower.decide_every
             try:
                 seat = await loop.run_in_executor(None, build_seat, str(path), side, config, decide_every, self.seed)
-            except ValueError as exc:
+            except (ValueError, RuntimeError, OSError) as exc:
                 follower.failed(path)
-                self._error_all(f"error: --follow: {' '.join(str(exc).split())} (still flying {follower.current})")
+                self._error_all(f"error: --follow: {one_line(exc)} (still flying {follower.current})")
                 continue
             follower.loaded(path)
             self.session.queue_seat(side, str(path), seat)
@@ -326,8 +342,8 @@ class PlayServer:
         try:
             loop = asyncio.get_running_loop()
             lineup: Lineup = await loop.run_in_executor(None, build_lineup, red, blue, scenario, self.seed, self.max_time_s)
-        except ValueError as exc:
-            raise ProtocolError(" ".join(str(exc).split())) from None
+        except Exception as exc:  # a plug-in agent's constructor may raise anything
+            raise ProtocolError(one_line(exc)) from None
         finally:
             self._choosing = False
         self.session.apply(lineup)
