@@ -24,10 +24,12 @@ from tests.play_harness import (
 pytestmark = [needs_browser, pytest.mark.slow]
 
 
-def _files() -> str:
-    """What git sees in the working tree (tracked changes and untracked files)."""
-    return subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT,
-                          capture_output=True, text=True, check=True).stdout
+def _files() -> list[str]:
+    """The files in the working tree that git does not track or ignore (where a server that
+    wrote a log, a replay or a temporary file would leave it)."""
+    out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    return [line for line in out.splitlines() if line.startswith("??")]
 
 
 def _last_error(driver) -> str | None:

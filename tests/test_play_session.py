@@ -278,3 +278,44 @@ def test_a_plug_in_that_misbehaves_pauses_the_fight_and_the_server_goes_on():
         "error: RuntimeError: cannot build this opponent",
     ]
     assert stats["paused"] is True and server.session.lineup.specs == ("human", "tests.play_agents:OutOfRangeAgent")
+
+
+def test_a_page_that_leaves_lets_go_of_its_seat_and_controls():
+    pytest.importorskip("aiohttp")
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from pipeline.play.server import PlayServer
+
+    server = PlayServer(Session(build_lineup("human", "straight", "head_on")))
+    red = server.session.human_seat("red")
+    assert red is not None
+
+    async def wait_for(condition) -> None:
+        for _ in range(6000):
+            if condition():
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError("timed out")
+
+    async def main() -> list[dict]:
+        async with TestClient(TestServer(server.app())) as client:
+            first = await client.ws_connect("/ws")
+            await first.send_json({"type": "take_seat", "seat": "auto"})
+            await first.send_json({"type": "input", "seat": "red", "rudder": 1, "throttle": 0.5, "fire": False, "seq": 3})
+            await wait_for(lambda: red.controls.rudder == 1.0)
+            second = await client.ws_connect("/ws")
+            await second.send_json({"type": "take_seat", "seat": "red"})
+            replies = [await second.receive_json(timeout=60)]
+            while replies[-1]["type"] != "error":
+                replies.append(await second.receive_json(timeout=60))
+            await first.close()
+            await wait_for(lambda: red.controls.rudder == 0.0 and len(server.viewers) == 1)
+            await second.send_json({"type": "take_seat", "seat": "red"})
+            while (message := await second.receive_json(timeout=60))["type"] != "seats":
+                pass
+            return [*replies, message]
+
+    messages = asyncio.run(main())
+    assert (red.controls.rudder, red.controls.throttle, red.controls.seq) == (0.0, 1.0, 3)
+    assert {"type": "error", "message": "error: seat red is taken by another viewer"} in messages
+    assert messages[-1] == {"type": "seats", "held": ["red"]}
