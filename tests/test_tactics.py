@@ -16,6 +16,7 @@ from agents.tactics import (
     TACTICS,
     TRAINING,
     TRAINING_RANGES,
+    DragTactic,
     EarlyTactic,
     EnergyTactic,
     LateTactic,
@@ -218,13 +219,11 @@ def test_early_defender_turns_cold_before_the_enemy_fires():
     assert rudder(EarlyTactic(2, LAYOUT).act(obs)) == [-1, 1]  # pointed at: leave; not: pursue
 
 
-def test_energy_keeper_turns_and_throttles_less():
-    obs = make_obs(2, enemy__bearing_cos=[math.cos(math.radians(6))] * 2,
-                   enemy__bearing_sin=[math.sin(math.radians(6))] * 2,
-                   enemy__range=[20e3 / RANGE_SCALE_M, 200e3 / RANGE_SCALE_M])
-    actions = EnergyTactic(2, LAYOUT).act(obs)
-    assert rudder(actions) == [0, 0]  # 6° is inside the dead band: no turn
-    assert (actions[:, 1] / 2).tolist() == [1.0, 0.5]  # far out: half throttle
+def test_energy_keeper_turns_less():
+    obs = make_obs(1, enemy__bearing_cos=[math.cos(math.radians(6))],
+                   enemy__bearing_sin=[math.sin(math.radians(6))])
+    assert rudder(EnergyTactic(1, LAYOUT).act(obs)) == [0]  # 6° is inside its dead band
+    assert rudder(DragTactic(1, LAYOUT).act(obs)) == [1]  # plain pursuit turns
 
 
 # ---------------------------------------------------------------- compiled

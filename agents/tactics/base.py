@@ -22,7 +22,12 @@ from agents.base import seeded_generator
 from agents.scripted import ScriptedAgent, most_urgent_missile
 from sim.config import SimConfig
 from sim.layout import MISSILE_SPEED_SCALE_MPS, RANGE_SCALE_M, SPEED_SCALE_MPS, ObsLayout
-from sim.reach.spacetime import own_reach_straight, own_reach_turning_away, reach_straight
+from sim.reach.spacetime import (
+    own_reach_straight,
+    own_reach_turning_away,
+    reach_straight,
+    reach_turning_away,
+)
 
 Ranges = Mapping[str, tuple[float, float]]
 """A range ``(low, high)`` per parameter name."""
@@ -140,12 +145,17 @@ class TacticAgent(ScriptedAgent):
         (m): inside it the enemy cannot outrun the shot."""
         return own_reach_turning_away(obs, self.layout, self.tables()).to(obs.dtype)
 
-    def enemy_reach_m(self, obs: torch.Tensor) -> torch.Tensor:
-        """Reach of an enemy missile launched now against me flying straight on ``[N]`` (m)."""
+    def enemy_reach_m(self, obs: torch.Tensor, hot: bool = False, escape: bool = False) -> torch.Tensor:
+        """Reach of an enemy missile launched now against me ``[N]`` (m): flying straight on,
+        or (``escape``) turning away at once; ``hot``: from a heading straight at the enemy
+        (what it will be once I turn in) instead of my own."""
         f = obs.to(self.tables().distance_m.dtype)
         bc, bs = self.col(f, "enemy.bearing_cos"), self.col(f, "enemy.bearing_sin")
-        return reach_straight(self.tables(), self.col(f, "enemy.speed") * SPEED_SCALE_MPS,
-                              self.col(f, "own.speed") * SPEED_SCALE_MPS, -bc, bs).to(obs.dtype)
+        if hot:
+            bc, bs = torch.ones_like(bc), torch.zeros_like(bs)
+        reach = reach_turning_away if escape else reach_straight
+        return reach(self.tables(), self.col(f, "enemy.speed") * SPEED_SCALE_MPS,
+                     self.col(f, "own.speed") * SPEED_SCALE_MPS, -bc, bs).to(obs.dtype)
 
     def pursuit(self, obs: torch.Tensor, deadband_deg: torch.Tensor | float = 1.0) -> torch.Tensor:
         """Rudder towards the enemy (no rudder within ``deadband_deg`` of the nose)."""

@@ -27,13 +27,14 @@ class PumpParams:
     """Fire at this fraction of the reach against the enemy flying straight (0.6–1.0)."""
     crank_angle_deg: float = 45.0
     """While the own missile flies, hold the enemy this far off the nose (20–60)."""
-    defend_tti_s: float = 20.0
-    """Turn cold from a live inbound missile with a time to impact under this (10–40)."""
-    pump_fraction: float = 0.9
+    defend_tti_s: float = 25.0
+    """Drag a live inbound missile with a time to impact under this (10–40)."""
+    pump_fraction: float = 1.1
     """With no own missile flying, turn cold once the range is under this fraction of the enemy's
-    reach against me (0.6–1.1) ..."""
-    recommit_fraction: float = 1.3
-    """... and fly cold until it is over this fraction, then turn back in (1.1–1.6)."""
+    no-escape reach against me (its reach against me turning away from a heading straight at
+    it: inside it a shot can no longer be outrun) (1.0–1.8) ..."""
+    recommit_fraction: float = 1.6
+    """... and fly cold until it is over this fraction, then turn back in (1.5–2.5)."""
 
 
 class PumpTactic(TacticAgent):
@@ -45,13 +46,13 @@ class PumpTactic(TacticAgent):
     name = "pump"
     params_type = PumpParams
     ranges = MappingProxyType({"launch_fraction": (0.6, 1.0), "crank_angle_deg": (20.0, 60.0), "defend_tti_s": (10.0, 40.0),
-                               "pump_fraction": (0.6, 1.1), "recommit_fraction": (1.1, 1.6)})
+                               "pump_fraction": (1.0, 1.8), "recommit_fraction": (1.5, 2.5)})
 
     def commands(self, obs: torch.Tensor) -> Commands:
         """Defend, crank, pump or engage."""
         tti, _, mbs, mbc = self.threat(obs, SPENT_SPEED_MPS)
         threatened = tti < self.param("defend_tti_s")
-        rng, enemy_reach = self.range_m(obs), self.enemy_reach_m(obs)
+        rng, enemy_reach = self.range_m(obs), self.enemy_reach_m(obs, hot=True, escape=True)
         flying = self.own_in_flight(obs) > 0
         cold = self.col(obs, "enemy.bearing_cos") < 0
         limit = torch.where(cold, self.param("recommit_fraction"), self.param("pump_fraction"))

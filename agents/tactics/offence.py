@@ -62,11 +62,11 @@ class SniperTactic(_Dragging):
 class LateParams:
     """Parameters of ``late``."""
 
-    launch_fraction: float = 0.5
+    launch_fraction: float = 0.6
     """Hold fire until this fraction of the reach against the enemy flying straight (0.3–0.7)."""
-    crank_angle_deg: float = 30.0
+    crank_angle_deg: float = 45.0
     """While the own missile flies, hold the enemy this far off the nose (10–50)."""
-    defend_tti_s: float = 30.0
+    defend_tti_s: float = 40.0
     """Drag a live inbound missile with a time to impact under this (15–45)."""
 
 
@@ -98,7 +98,7 @@ class LadderParams:
     """... and the range is within this fraction of the reach (0.5–1.0)."""
     crank_angle_deg: float = 45.0
     """While own missiles fly, hold the enemy this far off the nose (20–60)."""
-    defend_tti_s: float = 20.0
+    defend_tti_s: float = 25.0
     """Drag a live inbound missile with a time to impact under this (10–40)."""
 
 
@@ -133,7 +133,7 @@ class SkateParams:
     leave_angle_deg: float = 150.0
     """Right after the launch turn until the enemy is this far off the nose (110–180) and hold
     it there while the missile flies."""
-    defend_tti_s: float = 20.0
+    defend_tti_s: float = 25.0
     """Drag a live inbound missile with a time to impact under this (10–40)."""
 
 
@@ -165,22 +165,18 @@ class EnergyParams:
     speed, and speed is reach."""
     crank_angle_deg: float = 35.0
     """While the own missile flies, hold the enemy this far off the nose (20–60)."""
-    defend_tti_s: float = 15.0
+    defend_tti_s: float = 25.0
     """Drag a live inbound missile with a time to impact under this (8–30)."""
-    cruise_fraction: float = 1.6
-    """Half throttle while the enemy is beyond this fraction of the reach and nothing is inbound
-    or flying (1.2–3.0): arrive with the closing speed in hand rather than spent."""
 
 
 class EnergyTactic(_Dragging):
-    """**Keep energy.** Turn as little as possible (wide dead bands, a shallow crank, defend
-    late), since each turn bleeds the speed that makes the missile's reach; throttle back while
-    far out."""
+    """**Keep energy.** Full throttle throughout and turn as little as possible (wide dead bands,
+    a shallow crank), since each turn bleeds the speed that makes the missile's reach."""
 
     name = "energy"
     params_type = EnergyParams
     ranges = MappingProxyType({"launch_fraction": (0.6, 1.0), "deadband_deg": (3.0, 20.0), "crank_angle_deg": (20.0, 60.0),
-                               "defend_tti_s": (8.0, 30.0), "cruise_fraction": (1.2, 3.0)})
+                               "defend_tti_s": (8.0, 30.0)})
 
     def commands(self, obs: torch.Tensor) -> Commands:
         """Defend, crank or engage, turning only outside the dead band."""
@@ -190,6 +186,4 @@ class EnergyTactic(_Dragging):
                              self.pursuit(obs, band))
         rudder, threatened = self.defend(obs, rudder)
         fire = self.shot(obs, self.param("launch_fraction")) & ~threatened
-        far = self.range_m(obs) > self.param("cruise_fraction") * self.reach_m(obs)
-        throttle = torch.where(far & ~threatened & ~flying, 0.5, 1.0) * torch.ones_like(rudder)
-        return rudder, throttle, fire
+        return rudder, torch.ones_like(rudder), fire

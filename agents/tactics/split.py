@@ -14,14 +14,14 @@ from agents.tactics.base import Ranges
 
 TRAINING_RANGES: dict[str, Ranges] = {
     "pump": {"launch_fraction": (0.8, 1.0), "crank_angle_deg": (40.0, 60.0), "defend_tti_s": (15.0, 30.0),
-             "pump_fraction": (0.85, 1.1), "recommit_fraction": (1.2, 1.4)},
+             "pump_fraction": (1.2, 1.5), "recommit_fraction": (1.7, 2.1)},
     "drag": {"launch_fraction": (0.8, 1.0), "crank_angle_deg": (40.0, 60.0), "defend_tti_s": (20.0, 35.0),
              "release_speed_mps": (400.0, 550.0)},
     "late": {"launch_fraction": (0.45, 0.7), "crank_angle_deg": (25.0, 50.0), "defend_tti_s": (25.0, 45.0)},
     "early": {"launch_fraction": (0.6, 1.0), "crank_angle_deg": (20.0, 60.0), "defend_tti_s": (40.0, 90.0),
               "spent_speed_mps": (300.0, 450.0), "preempt_fraction": (0.5, 1.0)},
     "energy": {"launch_fraction": (0.6, 1.0), "deadband_deg": (3.0, 20.0), "crank_angle_deg": (20.0, 60.0),
-               "defend_tti_s": (8.0, 30.0), "cruise_fraction": (1.2, 3.0)},
+               "defend_tti_s": (8.0, 30.0)},
     "ladder": {"launch_fraction": (0.7, 1.0), "second_gap_s": (1.0, 10.0), "second_fraction": (0.5, 1.0),
                "crank_angle_deg": (20.0, 60.0), "defend_tti_s": (10.0, 40.0)},
 }
@@ -29,7 +29,7 @@ TRAINING_RANGES: dict[str, Ranges] = {
 
 HELDOUT_RANGES: dict[str, Ranges] = {
     "pump": {"launch_fraction": (0.6, 0.75), "crank_angle_deg": (20.0, 35.0), "defend_tti_s": (32.0, 40.0),
-             "pump_fraction": (0.6, 0.8), "recommit_fraction": (1.45, 1.6)},
+             "pump_fraction": (1.55, 1.8), "recommit_fraction": (2.2, 2.5)},
     "drag": {"launch_fraction": (0.6, 0.75), "crank_angle_deg": (20.0, 35.0), "defend_tti_s": (38.0, 50.0),
              "release_speed_mps": (250.0, 380.0)},
     "late": {"launch_fraction": (0.3, 0.4), "crank_angle_deg": (10.0, 20.0), "defend_tti_s": (15.0, 22.0)},
