@@ -4,6 +4,7 @@ training / held-out split, and each tactic's idea on hand-built observations."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 
 import pytest
@@ -251,3 +252,35 @@ def test_a_compiled_tactic_acts_exactly_as_its_eager_twin(name):
             compiled.reset(out.done)
             other.reset(out.done)
     assert fired > 0 and resets > 0  # launches and redrawn parameters both took part
+
+
+# ---------------------------------------------------------------- where specs are accepted
+
+
+def test_midrange_env_flies_against_a_randomised_tactic():
+    import gymnasium
+
+    import sim  # noqa: F401  (registers Midrange-v0)
+
+    env = gymnasium.make("Midrange-v0", opponent="tactic:pump?random")
+    env.reset(seed=1)
+    assert isinstance(env.unwrapped.opponent, PumpTactic)  # type: ignore[attr-defined]
+    for _ in range(5):
+        env.step(env.action_space.sample())
+    with pytest.raises(ValueError, match=r"^Midrange-v0 opponent 'tactic:nope': unknown tactic 'nope'"):
+        gymnasium.make("Midrange-v0", opponent="tactic:nope")
+
+
+@pytest.mark.slow
+def test_a_league_with_tactic_anchors_trains_and_records_them(tmp_path):
+    from pipeline.launch import main
+
+    anchors = ["tactic:drag?train", "tactic:ladder?train"]
+    argv = ["--actors", "1", "--envs-per-actor", "8", "--rollout-len", "8", "--total-steps", str(8 * 8 * 6),
+            "--opponent", "league", "--set", f"league.anchors={anchors}", "--set", "league.groups_per_actor=2",
+            "--reward", "outcome", "--device", "cpu", "--display", "none", "--run-dir", str(tmp_path / "run"),
+            "--set", "run.eval_episodes=0", "--set", "ppo.hidden_sizes=[16, 16]", "--actor-processes", "off"]
+    assert main(argv) == 0
+    saved = json.loads((tmp_path / "run" / "league" / "league.json").read_text())
+    assert saved["anchors"] == anchors
+    assert sum(sum(saved["records"][a][k] for k in ("wins", "draws", "losses")) for a in anchors) > 0
