@@ -276,7 +276,9 @@ def test_a_league_with_tactic_anchors_trains_and_records_them(tmp_path):
     from pipeline.launch import main
 
     anchors = ["tactic:drag?train", "tactic:ladder?train"]
-    argv = ["--actors", "1", "--envs-per-actor", "8", "--rollout-len", "8", "--total-steps", str(8 * 8 * 6),
+    # 30-s episodes: about three per environment, against whichever anchor its group drew.
+    argv = ["--actors", "1", "--envs-per-actor", "8", "--rollout-len", "8", "--total-steps", str(8 * 8 * 24),
+            "--set", "sim.max_time_s=30",
             "--opponent", "league", "--set", f"league.anchors={anchors}", "--set", "league.groups_per_actor=2",
             "--reward", "outcome", "--device", "cpu", "--display", "none", "--run-dir", str(tmp_path / "run"),
             "--set", "run.eval_episodes=0", "--set", "ppo.hidden_sizes=[16, 16]", "--actor-processes", "off"]
