@@ -22,6 +22,7 @@ from agents.base import seeded_generator
 from agents.scripted import ScriptedAgent, most_urgent_missile
 from sim.config import SimConfig
 from sim.layout import MISSILE_SPEED_SCALE_MPS, RANGE_SCALE_M, SPEED_SCALE_MPS, ObsLayout
+from sim.reach.missile import SPENT_SPEED_MPS
 from sim.reach.spacetime import (
     own_reach_straight,
     own_reach_turning_away,
@@ -178,6 +179,15 @@ class TacticAgent(ScriptedAgent):
         tti, speed, bs, bc = most_urgent_missile(obs, self.layout, spent_speed_mps)
         return tti, speed * MISSILE_SPEED_SCALE_MPS, bs, bc
 
+    def drag(self, obs: torch.Tensor, rudder: torch.Tensor, defend_tti_s: torch.Tensor | float,
+             spent_speed_mps: torch.Tensor | float = SPENT_SPEED_MPS) -> tuple[torch.Tensor, torch.Tensor]:
+        """``rudder`` overridden, where a live inbound missile's time to impact is under
+        ``defend_tti_s``, by the drag: put it dead behind (within 5°) at full throttle, so that it
+        must chase from behind and bleeds its speed. Returns the rudder and those flags."""
+        tti, _, mbs, mbc = self.threat(obs, spent_speed_mps)
+        threatened = tti < defend_tti_s
+        return torch.where(threatened, hold_at_angle(mbs, mbc, 180.0, 5.0), rudder), threatened
+
     def own_in_flight(self, obs: torch.Tensor) -> torch.Tensor:
         """How many own missiles are in flight ``[N]`` (float; the observation lists at most
         ``obs_own_missiles``)."""
@@ -204,10 +214,10 @@ class TacticAgent(ScriptedAgent):
         return (self.can_fire(obs, cone_deg) & (self.own_in_flight(obs) == 0)
                 & (self.range_m(obs) <= launch_fraction * self.reach_m(obs)))
 
-    def engage(self, obs: torch.Tensor, launch_fraction: torch.Tensor | float, crank_angle_deg: torch.Tensor | float,
-               threatened: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def engage(self, obs: torch.Tensor, launch_fraction: torch.Tensor | float, crank_angle_deg: torch.Tensor | float
+               ) -> tuple[torch.Tensor, torch.Tensor]:
         """Rudder and fire of the common offence: pursuit, a shot at ``launch_fraction`` of the
-        reach unless ``threatened``, and a crank at ``crank_angle_deg`` while it flies."""
+        reach, and a crank at ``crank_angle_deg`` while it flies."""
         flying = self.own_in_flight(obs) > 0
         rudder = torch.where(flying, self.hold_enemy(obs, crank_angle_deg), self.pursuit(obs))
-        return rudder, self.shot(obs, launch_fraction) & ~threatened
+        return rudder, self.shot(obs, launch_fraction)

@@ -50,17 +50,15 @@ class PumpTactic(TacticAgent):
 
     def commands(self, obs: torch.Tensor) -> Commands:
         """Defend, crank, pump or engage."""
-        tti, _, mbs, mbc = self.threat(obs, SPENT_SPEED_MPS)
-        threatened = tti < self.param("defend_tti_s")
         rng, enemy_reach = self.range_m(obs), self.enemy_reach_m(obs, hot=True, escape=True)
         flying = self.own_in_flight(obs) > 0
         cold = self.col(obs, "enemy.bearing_cos") < 0
         limit = torch.where(cold, self.param("recommit_fraction"), self.param("pump_fraction"))
         pumping = ~flying & (rng < limit * enemy_reach)
-        rudder, fire = self.engage(obs, self.param("launch_fraction"), self.param("crank_angle_deg"), threatened)
+        rudder, fire = self.engage(obs, self.param("launch_fraction"), self.param("crank_angle_deg"))
         rudder = torch.where(pumping & ~fire, self.hold_enemy(obs, 180.0), rudder)
-        rudder = torch.where(threatened, hold_at_angle(mbs, mbc, 180.0, 5.0), rudder)
-        return rudder, torch.ones_like(rudder), fire
+        rudder, threatened = self.drag(obs, rudder, self.param("defend_tti_s"))
+        return rudder, torch.ones_like(rudder), fire & ~threatened
 
 
 @dataclass(frozen=True)
@@ -120,11 +118,9 @@ class DragTactic(TacticAgent):
 
     def commands(self, obs: torch.Tensor) -> Commands:
         """Drag, crank or engage."""
-        tti, _, mbs, mbc = self.threat(obs, self.param("release_speed_mps"))
-        threatened = tti < self.param("defend_tti_s")
-        rudder, fire = self.engage(obs, self.param("launch_fraction"), self.param("crank_angle_deg"), threatened)
-        rudder = torch.where(threatened, hold_at_angle(mbs, mbc, 180.0, 5.0), rudder)
-        return rudder, torch.ones_like(rudder), fire
+        rudder, fire = self.engage(obs, self.param("launch_fraction"), self.param("crank_angle_deg"))
+        rudder, threatened = self.drag(obs, rudder, self.param("defend_tti_s"), self.param("release_speed_mps"))
+        return rudder, torch.ones_like(rudder), fire & ~threatened
 
 
 @dataclass(frozen=True)
@@ -157,14 +153,12 @@ class EarlyTactic(TacticAgent):
 
     def commands(self, obs: torch.Tensor) -> Commands:
         """Defend early, crank or engage."""
-        tti, _, mbs, mbc = self.threat(obs, self.param("spent_speed_mps"))
-        threatened = tti < self.param("defend_tti_s")
-        rudder, fire = self.engage(obs, self.param("launch_fraction"), self.param("crank_angle_deg"), threatened)
+        rudder, fire = self.engage(obs, self.param("launch_fraction"), self.param("crank_angle_deg"))
         # Pre-emptive: no own missile up, no shot now, and inside the reach of an enemy pointing
         # at me with missiles left: turn cold before it launches.
         exposed = ((self.own_in_flight(obs) == 0) & ~fire & (self.col(obs, "enemy.missiles_left") > 0)
                    & (self.col(obs, "enemy.nose_on_cos") > 0.87)
                    & (self.range_m(obs) < self.param("preempt_fraction") * self.enemy_reach_m(obs)))
         rudder = torch.where(exposed, self.hold_enemy(obs, 180.0), rudder)
-        rudder = torch.where(threatened, hold_at_angle(mbs, mbc, 180.0, 5.0), rudder)
-        return rudder, torch.ones_like(rudder), fire
+        rudder, threatened = self.drag(obs, rudder, self.param("defend_tti_s"), self.param("spent_speed_mps"))
+        return rudder, torch.ones_like(rudder), fire & ~threatened

@@ -13,20 +13,9 @@ from types import MappingProxyType
 
 import torch
 
-from agents.tactics.base import TacticAgent, hold_at_angle
-from sim.reach.missile import SPENT_SPEED_MPS
+from agents.tactics.base import TacticAgent
 
 Commands = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
-
-
-class _Dragging(TacticAgent):
-    """A tactic that drags a live inbound missile with a time to impact under ``defend_tti_s``."""
-
-    def defend(self, obs: torch.Tensor, rudder: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``rudder`` overridden by the drag where threatened; and the threatened flags."""
-        tti, _, mbs, mbc = self.threat(obs, SPENT_SPEED_MPS)
-        threatened = tti < self.param("defend_tti_s")
-        return torch.where(threatened, hold_at_angle(mbs, mbc, 180.0, 5.0), rudder), threatened
 
 
 @dataclass(frozen=True)
@@ -41,7 +30,7 @@ class SniperParams:
     """Drag a live inbound missile with a time to impact under this (10–40)."""
 
 
-class SniperTactic(_Dragging):
+class SniperTactic(TacticAgent):
     """**No-escape shots only.** Pure pursuit, and a shot only once the enemy is inside the
     no-escape reach (the reach against a target that turns away at once: it cannot outrun the
     missile whatever it does), one missile at a time."""
@@ -52,7 +41,7 @@ class SniperTactic(_Dragging):
 
     def commands(self, obs: torch.Tensor) -> Commands:
         """Defend, or pursue and fire inside the no-escape reach."""
-        rudder, threatened = self.defend(obs, self.pursuit(obs))
+        rudder, threatened = self.drag(obs, self.pursuit(obs), self.param("defend_tti_s"))
         fire = (self.can_fire(obs, self.param("cone_deg")) & ~threatened & (self.own_in_flight(obs) == 0)
                 & (self.range_m(obs) <= self.param("no_escape_fraction") * self.no_escape_reach_m(obs)))
         return rudder, torch.ones_like(rudder), fire
@@ -70,7 +59,7 @@ class LateParams:
     """Drag a live inbound missile with a time to impact under this (15–45)."""
 
 
-class LateTactic(_Dragging):
+class LateTactic(TacticAgent):
     """**Shoot late.** Defend the enemy's long shots and keep closing; fire only deep inside the
     reach (``launch_fraction``), where a turn away comes too late, then crank."""
 
@@ -80,9 +69,8 @@ class LateTactic(_Dragging):
 
     def commands(self, obs: torch.Tensor) -> Commands:
         """Defend, crank or engage with a late shot."""
-        rudder, fire = self.engage(obs, self.param("launch_fraction"), self.param("crank_angle_deg"),
-                                   torch.zeros(obs.shape[0], dtype=torch.bool, device=obs.device))
-        rudder, threatened = self.defend(obs, rudder)
+        rudder, fire = self.engage(obs, self.param("launch_fraction"), self.param("crank_angle_deg"))
+        rudder, threatened = self.drag(obs, rudder, self.param("defend_tti_s"))
         return rudder, torch.ones_like(rudder), fire & ~threatened
 
 
@@ -102,7 +90,7 @@ class LadderParams:
     """Drag a live inbound missile with a time to impact under this (10–40)."""
 
 
-class LadderTactic(_Dragging):
+class LadderTactic(TacticAgent):
     """**Two-shot ladder.** A first shot at long range and a second a few seconds later from
     closer in, so that the enemy's turn to defeat one leaves it in the reach of the other; crank
     while they fly. Needs ``missiles_per_fighter`` >= 2 (with 1 it fires single shots)."""
@@ -115,12 +103,11 @@ class LadderTactic(_Dragging):
     def commands(self, obs: torch.Tensor) -> Commands:
         """Defend, crank, fire the first or the second rung."""
         in_flight = self.own_in_flight(obs)
-        rudder, first = self.engage(obs, self.param("launch_fraction"), self.param("crank_angle_deg"),
-                                    torch.zeros(obs.shape[0], dtype=torch.bool, device=obs.device))
+        rudder, first = self.engage(obs, self.param("launch_fraction"), self.param("crank_angle_deg"))
         flown_s = self.col(obs, "own_missile[0].flight_time") * self.sim_config.missile_max_flight_time_s
         second = (self.can_fire(obs, 30.0) & (in_flight == 1) & (flown_s >= self.param("second_gap_s"))
                   & (self.range_m(obs) <= self.param("second_fraction") * self.reach_m(obs)))
-        rudder, threatened = self.defend(obs, rudder)
+        rudder, threatened = self.drag(obs, rudder, self.param("defend_tti_s"))
         return rudder, torch.ones_like(rudder), (first | second) & ~threatened
 
 
@@ -137,7 +124,7 @@ class SkateParams:
     """Drag a live inbound missile with a time to impact under this (10–40)."""
 
 
-class SkateTactic(_Dragging):
+class SkateTactic(TacticAgent):
     """**Launch and leave.** The missile guides itself, so after the shot turn away at once
     (``leave_angle_deg``) to stay out of the enemy's answer, and turn back in only when the
     missile is gone."""
@@ -148,9 +135,8 @@ class SkateTactic(_Dragging):
 
     def commands(self, obs: torch.Tensor) -> Commands:
         """Defend, leave or engage."""
-        rudder, fire = self.engage(obs, self.param("launch_fraction"), self.param("leave_angle_deg"),
-                                   torch.zeros(obs.shape[0], dtype=torch.bool, device=obs.device))
-        rudder, threatened = self.defend(obs, rudder)
+        rudder, fire = self.engage(obs, self.param("launch_fraction"), self.param("leave_angle_deg"))
+        rudder, threatened = self.drag(obs, rudder, self.param("defend_tti_s"))
         return rudder, torch.ones_like(rudder), fire & ~threatened
 
 
@@ -169,7 +155,7 @@ class EnergyParams:
     """Drag a live inbound missile with a time to impact under this (8–30)."""
 
 
-class EnergyTactic(_Dragging):
+class EnergyTactic(TacticAgent):
     """**Keep energy.** Full throttle throughout and turn as little as possible (wide dead bands,
     a shallow crank), since each turn bleeds the speed that makes the missile's reach."""
 
@@ -184,6 +170,6 @@ class EnergyTactic(_Dragging):
         flying = self.own_in_flight(obs) > 0
         rudder = torch.where(flying, self.hold_enemy(obs, self.param("crank_angle_deg"), band),
                              self.pursuit(obs, band))
-        rudder, threatened = self.defend(obs, rudder)
+        rudder, threatened = self.drag(obs, rudder, self.param("defend_tti_s"))
         fire = self.shot(obs, self.param("launch_fraction")) & ~threatened
         return rudder, torch.ones_like(rudder), fire
