@@ -286,3 +286,17 @@ def test_a_league_with_tactic_anchors_trains_and_records_them(tmp_path):
     saved = json.loads((tmp_path / "run" / "league" / "league.json").read_text())
     assert saved["anchors"] == anchors
     assert sum(sum(saved["records"][a][k] for k in ("wins", "draws", "losses")) for a in anchors) > 0
+
+
+def test_evaluate_plays_tactics_and_refuses_a_bad_spec_in_one_line(capsys):
+    from pipeline.evaluate import main, run
+
+    payload = main(["--agent", "tactic:late?heldout", "--opponents", "straight", "--episodes", "4"])
+    assert payload["agent"] == "tactic:late?heldout"
+    assert payload["matches"][0]["wins"] == 4  # straight never fires
+    with pytest.raises(SystemExit) as exited:
+        run(["--agent", "tactic:pumpp", "--opponents", "crank", "--episodes", "2"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: unknown tactic 'pumpp' in 'tactic:pumpp': expected one of pump, ")
+    assert err.count("\n") == 1
