@@ -300,3 +300,53 @@ def test_evaluate_plays_tactics_and_refuses_a_bad_spec_in_one_line(capsys):
     err = capsys.readouterr().err
     assert err.startswith("error: unknown tactic 'pumpp' in 'tactic:pumpp': expected one of pump, ")
     assert err.count("\n") == 1
+
+
+# ---------------------------------------------------------------- each idea, in the simulator
+
+
+def _duel(red: str, blue: str, n: int, steps: int, config: SimConfig):
+    """(sim, red's observation before the step, the step's result) for ``steps`` decisions."""
+    sim = BatchedSim(n, config, seed=0)
+    agents = [make_agent(s, n, sim.layout, sim_config=config) for s in (red, blue)]
+    obs = sim.reset()
+    for _ in range(steps):
+        before = obs[:, 0].clone()
+        out = sim.step(torch.stack([agents[0].act(obs[:, 0]), agents[1].act(obs[:, 1])], dim=1))
+        obs = out.obs
+        yield sim, before, out
+
+
+def test_notch_holds_the_shooters_missile_near_the_beam_in_the_simulator():
+    # Head-on against the shooter (which fires once in reach): from the moment the threat is
+    # within notch's 25 s, the missile sits on its beam, off by a whole-rudder swing at most.
+    off_nose = []
+    for sim, red, out in _duel("tactic:notch", "shooter", 4, 200, SimConfig(scenario="head_on")):
+        col = sim.layout.index
+        present = red[:, col("incoming[0].present")] == 1
+        tti = red[:, col("incoming[0].range")] * RANGE_SCALE_M / (
+            red[:, col("incoming[0].closing_speed")] * CLOSING_SCALE_MPS).clamp_min(1e-3)
+        angle = torch.rad2deg(torch.atan2(red[:, col("incoming[0].bearing_sin")].abs(),
+                                          red[:, col("incoming[0].bearing_cos")]))
+        if bool((present & (tti < 20)).all()):
+            off_nose.append(angle)
+        if bool(out.done.any()):
+            break
+    held = torch.stack(off_nose[6:])  # after the turn onto the beam (3 s)
+    assert len(off_nose) > 10
+    assert abs(float(held.median()) - 90) < 8 and float(held.min()) > 70 and float(held.max()) < 110
+
+
+def test_ladder_has_two_missiles_in_the_air_and_skate_leaves_after_its_shot():
+    ladder_two, skate_away = False, False
+    for sim, red, out in _duel("tactic:ladder", "straight", 8, 60, SimConfig(scenario="head_on")):
+        ladder_two |= bool((red[:, sim.layout.index("own_missile[1].present")] == 1).any())
+        if bool(out.done.any()):
+            break
+    for sim, red, out in _duel("tactic:skate", "straight", 8, 60, SimConfig(scenario="head_on")):
+        flying = red[:, sim.layout.index("own_missile[0].present")] == 1
+        cold = red[:, sim.layout.index("enemy.bearing_cos")] < math.cos(math.radians(120))
+        skate_away |= bool((flying & cold).all())
+        if bool(out.done.any()):
+            break
+    assert ladder_two and skate_away

@@ -85,15 +85,15 @@ class LadderParams:
     second_fraction: float = 0.8
     """... and the range is within this fraction of the reach (0.5–1.0)."""
     crank_angle_deg: float = 45.0
-    """While own missiles fly, hold the enemy this far off the nose (20–60)."""
+    """Once both rungs fly, hold the enemy this far off the nose (20–60)."""
     defend_tti_s: float = 25.0
     """Drag a live inbound missile with a time to impact under this (10–40)."""
 
 
 class LadderTactic(TacticAgent):
     """**Two-shot ladder.** A first shot at long range and a second a few seconds later from
-    closer in, so that the enemy's turn to defeat one leaves it in the reach of the other; crank
-    while they fly. Needs ``missiles_per_fighter`` >= 2 (with 1 it fires single shots)."""
+    closer in, so that the enemy's turn to defeat one leaves it in the reach of the other; keep
+    pointing at the enemy until the second is off, then crank while they fly. Needs ``missiles_per_fighter`` >= 2 (with 1 it fires single shots)."""
 
     name = "ladder"
     params_type = LadderParams
@@ -104,6 +104,9 @@ class LadderTactic(TacticAgent):
         """Defend, crank, fire the first or the second rung."""
         in_flight = self.own_in_flight(obs)
         rudder, first = self.engage(obs, self.param("launch_fraction"), self.param("crank_angle_deg"))
+        # Keep the enemy in the launch cone until the second rung is off (or none is left).
+        rung_to_come = (in_flight == 1) & (self.col(obs, "own.missiles_left") > 0)
+        rudder = torch.where(rung_to_come, self.pursuit(obs), rudder)
         flown_s = self.col(obs, "own_missile[0].flight_time") * self.sim_config.missile_max_flight_time_s
         second = (self.can_fire(obs, 30.0) & (in_flight == 1) & (flown_s >= self.param("second_gap_s"))
                   & (self.range_m(obs) <= self.param("second_fraction") * self.reach_m(obs)))
