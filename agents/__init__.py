@@ -1,4 +1,5 @@
-"""Who flies: the batched agent interface, scripted opponents and the neural-policy wrapper."""
+"""Who flies: the batched agent interface, scripted opponents, the tactic library and the
+neural-policy wrapper."""
 
 from agents.base import BaseAgent, RandomAgent
 from agents.policy import PolicyAgent
@@ -12,9 +13,13 @@ from agents.scripted import (
     ShooterConfig,
     StraightAgent,
 )
+from agents.tactics import HELDOUT, TACTICS, TRAINING, TacticAgent
 
 __all__ = [
+    "HELDOUT",
     "SCRIPTED",
+    "TACTICS",
+    "TRAINING",
     "BaseAgent",
     "CrankAgent",
     "CrankConfig",
@@ -25,5 +30,6 @@ __all__ = [
     "ShooterAgent",
     "ShooterConfig",
     "StraightAgent",
+    "TacticAgent",
     "make_agent",
 ]

@@ -16,6 +16,7 @@ import torch
 
 from agents.base import BaseAgent, RandomAgent
 from agents.scripted import CrankAgent, PursuitAgent, ShooterAgent, StraightAgent
+from agents.tactics import is_tactic_spec, make_tactic
 from core.plugins import load_object
 from sim.config import SimConfig
 from sim.layout import ObsLayout
@@ -93,6 +94,8 @@ def make_agent(
 
     - a scripted name: ``straight``, ``pursuit``, ``shooter``, ``crank``, ``random``
       (``random`` uses ``seed``; the others use ``sim_config`` for their missile tables);
+    - a tactic of the library, ``tactic:NAME`` or ``tactic:NAME?random`` (``?train``,
+      ``?heldout``): :mod:`agents.tactics` (randomised ones draw with ``seed``);
     - a checkpoint (a ``.pt`` / ``.pth`` file, a folder, or with ``load_checkpoint`` any path
       without a ``:``), built by ``load_checkpoint`` with ``seed``, ``deterministic`` and the
       simulator's configuration (``sim_config``, else one of ``action_mode``); without
@@ -111,6 +114,9 @@ def make_agent(
     }
     if spec in SCRIPTED:
         return _construct(SCRIPTED[spec], kwargs, spec)
+    if is_tactic_spec(spec):
+        return make_tactic(spec, num_envs, layout, device, seed=seed, action_mode=action_mode,
+                           sim_config=sim_config)
     if load_checkpoint is not None and (looks_like_checkpoint(spec) or names_a_path(spec)):
         return load_checkpoint(
             spec, num_envs, layout, device, seed=seed, deterministic=deterministic,
@@ -127,7 +133,7 @@ def make_agent(
             raise ValueError(f"{spec!r} is not a class or factory")
         return _construct(factory, kwargs, spec)
     raise ValueError(
-        f"unknown agent {spec!r}: expected one of {', '.join(SCRIPTED)}, a checkpoint path "
+        f"unknown agent {spec!r}: expected one of {', '.join(SCRIPTED)}, a tactic 'tactic:NAME', a checkpoint path "
         "(.pt file or folder with latest.pt; pipeline.config.specs.build_agent loads those) or an "
         "import path 'package.module:ClassName'"
     )

@@ -34,6 +34,28 @@ def pursuit_rudder(obs: torch.Tensor, layout: ObsLayout) -> torch.Tensor:
     return (pursuit_actions(obs, layout)[:, 0] - 1).to(obs.dtype)
 
 
+def most_urgent_missile(obs: torch.Tensor, layout: ObsLayout, spent_speed_mps: torch.Tensor | float
+                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The inbound missile with the shortest time to impact (range / closing speed) among the
+    live ones (present, closing, at least ``spent_speed_mps``): its time to impact ``[N]`` (s;
+    infinite when none is live), its observed (scaled) speed and its bearing sine (> 0: on the
+    left) and cosine."""
+    k = layout.incoming
+    idx = [[layout.index(f"incoming[{i}].{f}") for i in range(k)]
+           for f in ("present", "range", "speed", "closing_speed", "bearing_sin", "bearing_cos")]
+    present, rng, speed, closing, bsin, bcos = (obs[:, i] for i in idx)
+    closing_mps = closing * CLOSING_SCALE_MPS
+    tti = rng * RANGE_SCALE_M / closing_mps.clamp_min(1e-3)
+    live = (present > 0.5) & (speed * MISSILE_SPEED_SCALE_MPS >= spent_speed_mps) & (closing_mps > 0)
+    tti = torch.where(live, tti, torch.full_like(tti, math.inf))
+    best = tti.argmin(dim=-1, keepdim=True)
+
+    def pick(t: torch.Tensor) -> torch.Tensor:
+        return t.gather(-1, best).squeeze(-1)
+
+    return pick(tti), pick(speed), pick(bsin), pick(bcos)
+
+
 class ScriptedAgent(BaseAgent):
     """Base of the scripted opponents: knows the observation layout and the missile tables."""
 
@@ -199,18 +221,8 @@ class CrankAgent(ScriptedAgent):
     def threat(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Bool ``[N]``: some inbound missile is a threat now; and the bearing sine (> 0: on
         the left) and cosine of the most urgent one."""
-        cfg, k = self.config, self.layout.incoming
-        idx = [[self.layout.index(f"incoming[{i}].{f}") for i in range(k)]
-               for f in ("present", "range", "speed", "closing_speed", "bearing_sin", "bearing_cos")]
-        present, rng, speed, closing, bsin, bcos = (obs[:, i] for i in idx)
-        rng_m = rng * RANGE_SCALE_M
-        closing_mps = closing * CLOSING_SCALE_MPS
-        tti = rng_m / closing_mps.clamp_min(1e-3)
-        live = (present > 0.5) & (speed * MISSILE_SPEED_SCALE_MPS >= cfg.spent_speed_mps) & (closing_mps > 0)
-        tti = torch.where(live, tti, torch.full_like(tti, math.inf))
-        best = tti.argmin(dim=-1, keepdim=True)
-        threatened = tti.gather(-1, best).squeeze(-1) < cfg.defend_tti_s
-        return threatened, bsin.gather(-1, best).squeeze(-1), bcos.gather(-1, best).squeeze(-1)
+        tti, _, bsin, bcos = most_urgent_missile(obs, self.layout, self.config.spent_speed_mps)
+        return tti < self.config.defend_tti_s, bsin, bcos
 
     def commands(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Defend, crank or engage (see the class docstring)."""

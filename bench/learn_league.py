@@ -8,6 +8,9 @@ learning-rate schedule), keeping a checkpoint every ``--checkpoint-s`` seconds; 
   rating as the run reported it then);
 - the final policy against every scripted opponent, ``--episodes`` per opponent from random
   starts, each start played from both sides (``pipeline.evaluate``), with Wilson intervals;
+- the final policy against every held-out tactic (:data:`agents.tactics.HELDOUT`, never met
+  in training), ``--heldout-episodes`` per tactic, with parameters drawn per episode from its
+  held-out ranges: ``win_heldout_min`` is the lowest win rate;
 - a round robin of the scripted agents, the pool's newest snapshots and the final policy, with
   Bradley–Terry ratings: ``top_rated`` says who came first.
 
@@ -47,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from learner.checkpoint import list_checkpoints, read_checkpoint
 from pipeline import evaluate as evaluate_cli
+from pipeline.evaluation.heldout import heldout_line, heldout_matches
 from pipeline.launch import main as launch
 
 LADDER = ("straight", "pursuit", "shooter")
@@ -82,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--curve-points", type=int, default=8, help="checkpoints on the learning curve")
     p.add_argument("--episodes", type=int, default=1000, help="final evaluation: episodes per opponent")
     p.add_argument("--curve-episodes", type=int, default=100, help="curve rows: episodes per opponent")
+    p.add_argument("--heldout-episodes", type=int, default=400, help="held-out tactics: episodes per tactic")
     p.add_argument("--rr-episodes", type=int, default=100, help="round robin: episodes per pair")
     p.add_argument("--rr-snapshots", type=int, default=8, help="round robin: the newest snapshots entered")
     p.add_argument("--run-dir", help="keep the run here (default: a temporary folder)")
@@ -93,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.steps, args.checkpoint_s, args.curve_points = 40_960, 5.0, 2
         args.episodes, args.curve_episodes, args.rr_episodes, args.rr_snapshots = 40, 16, 8, 1
+        args.heldout_episodes = 8
     tmp = None
     if args.run_dir:
         run_dir = Path(args.run_dir)
@@ -143,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
         lo, hi = m["win_ci95"]
         print(f"  {o:8s} win {m['win_rate']:6.1%} [{lo:.1%}, {hi:.1%}]  draw {m['draw_rate']:5.1%}  "
               f"loss {m['loss_rate']:5.1%}  ({m['episodes']} episodes, mean {m['mean_length_s']:.0f}s)")
+    heldout_min, heldout_rates = heldout_line(heldout_matches(final, args.heldout_episodes, seed=args.seed + 9))
+    print(f"  {heldout_rates}")
     final_name = list_checkpoints(run_dir / "checkpoints")[-1].name  # the snapshot of the same version is the final
     snapshots = [str(q) for q in list_checkpoints(run_dir / "league") if q.name != final_name]
     entrants = [*OPPONENTS, *snapshots[-args.rr_snapshots:], final]
@@ -162,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nwall time: training {train_s:.0f}s, final evaluation {eval_s:.0f}s, round robin {rr_s:.0f}s, "
           f"total {time.perf_counter() - start:.0f}s; load average {os.getloadavg()[0]:.2f} at the end")
     print(f"RESULT win_crank={results['crank']['win_rate']:.3f} win_random={results['random']['win_rate']:.3f} "
-          f"win_ladder_min={ladder_min:.3f} top_rated={top_label} agent_steps={args.steps} "
+          f"win_ladder_min={ladder_min:.3f} win_heldout_min={heldout_min:.3f} top_rated={top_label} agent_steps={args.steps} "
           f"train_s={train_s:.0f} total_s={time.perf_counter() - start:.0f} quick={int(args.quick)}")
     if tmp is not None:
         tmp.cleanup()

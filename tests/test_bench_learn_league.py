@@ -21,9 +21,15 @@ def test_the_league_bench_runs_end_to_end(tmp_path):
     out = done.stdout + done.stderr
     assert done.returncode == 0, out
     result = re.search(r"^RESULT win_crank=([\d.]+) win_random=([\d.]+) win_ladder_min=([\d.]+) "
-                       r"top_rated=(\S+) ", out, re.M)
+                       r"win_heldout_min=([\d.]+) (?:\S+ )*?top_rated=(\S+) ", out, re.M)
     assert result is not None, out
-    assert all(0.0 <= float(x) <= 1.0 for x in result.groups()[:3])
+    assert all(0.0 <= float(x) <= 1.0 for x in result.groups()[:4])
+    # Every held-out tactic on a line of its own, its lowest win rate the RESULT's.
+    rates = re.search(r"^\s+held-out: (.*)$", out, re.M)
+    assert rates is not None, out
+    pairs = rates[1].split()
+    assert pairs[::2] == ["pump", "drag", "late", "notch", "sniper", "skate"], out
+    assert min(float(x) for x in pairs[1::2]) == float(result[4])
     # Two curve rows, and the round robin entered the scripted agents, a snapshot and the final.
     assert len(re.findall(r"^\s+[\d,]+ steps\s+\d+s\s+crank", out, re.M)) == 2, out
     assert "round robin of 7 " in out, out

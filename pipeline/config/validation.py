@@ -7,6 +7,7 @@ import importlib.util
 from pathlib import Path
 
 from agents.registry import SCRIPTED, looks_like_checkpoint, names_a_path
+from agents.tactics import is_tactic_spec, parse_tactic_spec
 from core.bounds import check_bounds, shown
 from pipeline.config.devices import CUDA_STREAMS_PER_POOL, device_is_cuda
 from pipeline.config.errors import ConfigError
@@ -129,6 +130,12 @@ def check_agent_spec(where: str, spec: str) -> None:
     checkpoint path where no file or folder is. A ``package.module:Name`` import path is left to
     the build (which reports its errors in one line)."""
     spec = spec.strip()
+    if is_tactic_spec(spec):
+        try:
+            parse_tactic_spec(spec)
+        except ValueError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        return
     if spec in SCRIPTED or (":" in spec and not names_a_path(spec)):
         return
     try:
@@ -139,4 +146,4 @@ def check_agent_spec(where: str, spec: str) -> None:
     except OSError:  # a name too long for a path
         pass
     raise ConfigError(f"{where}: unknown agent {shown(spec)}: expected one of {', '.join(SCRIPTED)}, a "
-                      "checkpoint path (.pt file or run directory) or an import path 'package.module:ClassName'")
+                      "tactic 'tactic:NAME', a checkpoint path (.pt file or run directory) or an import path 'package.module:ClassName'")

@@ -1,0 +1,92 @@
+"""The tactic library: scripted fighters that each fly a different BVR idea, with parameters.
+
+Specs (what ``--opponent``, ``pipeline.evaluate``, ``league.anchors`` and ``Midrange-v0``'s
+``opponent=`` accept; docs/tactics.md):
+
+- ``tactic:NAME``: the tactic with its default parameters;
+- ``tactic:NAME?random``: every parameter drawn per episode over its documented range;
+- ``tactic:NAME?train`` / ``tactic:NAME?heldout``: drawn per episode over the training or the
+  held-out ranges of :mod:`agents.tactics.split` (a tactic without such ranges is refused).
+
+Random draws come from the agent's seeded generator (the ``seed`` it is built with).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from agents.tactics.base import Ranges, TacticAgent
+from agents.tactics.defence import DragTactic, EarlyTactic, NotchTactic, PumpTactic
+from agents.tactics.offence import EnergyTactic, LadderTactic, LateTactic, SkateTactic, SniperTactic
+from agents.tactics.split import HELDOUT, HELDOUT_RANGES, TRAINING, TRAINING_RANGES
+from sim.config import SimConfig
+from sim.layout import ObsLayout
+
+TACTICS: dict[str, type[TacticAgent]] = {
+    cls.name: cls
+    for cls in (PumpTactic, NotchTactic, DragTactic, EarlyTactic, SniperTactic, LateTactic, LadderTactic,
+                SkateTactic, EnergyTactic)
+}
+"""Every tactic by name."""
+
+PREFIX = "tactic:"
+"""What a tactic spec starts with."""
+
+DRAWS = ("random", "train", "heldout")
+"""The draws a spec may ask for after ``?``."""
+
+
+def is_tactic_spec(spec: str) -> bool:
+    """Whether ``spec`` is meant as a tactic (starts with ``tactic:``; it may still be wrong)."""
+    return spec.strip().startswith(PREFIX)
+
+
+def parse_tactic_spec(spec: str) -> tuple[type[TacticAgent], Ranges | None]:
+    """The tactic a spec names and the ranges its parameters are drawn from (None: fixed
+    defaults). Raises ``ValueError`` naming the spec and what is allowed."""
+    body = spec.strip()[len(PREFIX):]
+    name, _, draw = body.partition("?")
+    if name not in TACTICS:
+        raise ValueError(f"unknown tactic {name!r} in {spec!r}: expected one of {', '.join(TACTICS)}")
+    cls = TACTICS[name]
+    if "?" not in body:
+        return cls, None
+    if draw == "random":
+        return cls, cls.ranges
+    split = {"train": TRAINING_RANGES, "heldout": HELDOUT_RANGES}.get(draw)
+    if split is None:
+        raise ValueError(f"tactic spec {spec!r}: after '?' expected one of {', '.join(DRAWS)}, got {draw!r}")
+    if name not in split:
+        kinds = [k for k, s in (("train", TRAINING_RANGES), ("heldout", HELDOUT_RANGES)) if name in s]
+        raise ValueError(f"tactic spec {spec!r}: {name} has no {draw} ranges (it has: "
+                         f"{', '.join(['random', *kinds])})")
+    return cls, split[name]
+
+
+def make_tactic(spec: str, num_envs: int, layout: ObsLayout, device: torch.device | str = "cpu", *,
+                seed: int = 0, action_mode: str = "discrete", sim_config: SimConfig | None = None) -> TacticAgent:
+    """The tactic agent a spec names (see the module docstring)."""
+    cls, draw = parse_tactic_spec(spec)
+    return cls(num_envs, layout, device, action_mode, sim_config, seed, draw=draw)
+
+
+__all__ = [
+    "HELDOUT",
+    "HELDOUT_RANGES",
+    "TACTICS",
+    "TRAINING",
+    "TRAINING_RANGES",
+    "DragTactic",
+    "EarlyTactic",
+    "EnergyTactic",
+    "LadderTactic",
+    "LateTactic",
+    "NotchTactic",
+    "PumpTactic",
+    "SkateTactic",
+    "SniperTactic",
+    "TacticAgent",
+    "is_tactic_spec",
+    "make_tactic",
+    "parse_tactic_spec",
+]

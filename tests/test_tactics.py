@@ -1,0 +1,352 @@
+"""The tactic library: the batch contract, seeded per-episode parameters, the spec syntax, the
+training / held-out split, and each tactic's idea on hand-built observations."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import pytest
+import torch
+
+from agents import make_agent
+from agents.tactics import (
+    HELDOUT,
+    HELDOUT_RANGES,
+    TACTICS,
+    TRAINING,
+    TRAINING_RANGES,
+    DragTactic,
+    EarlyTactic,
+    EnergyTactic,
+    LateTactic,
+    NotchTactic,
+    PumpTactic,
+    SniperTactic,
+    parse_tactic_spec,
+)
+from pipeline.config.errors import ConfigError
+from pipeline.config.sections import LeagueConfig
+from pipeline.config.validation import check_agent_spec
+from sim import BatchedSim, SimConfig
+from sim.layout import (
+    CLOSING_SCALE_MPS,
+    MISSILE_SPEED_SCALE_MPS,
+    RANGE_SCALE_M,
+    ObsLayout,
+)
+from sim.reach.missile import missile_tables
+from sim.reach.spacetime import own_reach_straight, own_reach_turning_away
+from tests.test_agents import make_obs
+
+LAYOUT = ObsLayout.from_config(SimConfig())  # the layout of make_obs
+SPECS = [f"tactic:{name}{draw}" for name in TACTICS for draw in ("", "?random")]
+
+
+def inbound(bearing_deg: list[float], range_m: float = 8_000.0, closing_mps: float = 800.0,
+            speed_mps: float = 900.0) -> dict[str, list[float]]:
+    """Fields of one inbound missile seen at each of the bearings (degrees, > 0 on the left)."""
+    rad = [math.radians(b) for b in bearing_deg]
+    n = len(rad)
+    return {"incoming__0__present": [1.0] * n, "incoming__0__range": [range_m / RANGE_SCALE_M] * n,
+            "incoming__0__closing_speed": [closing_mps / CLOSING_SCALE_MPS] * n,
+            "incoming__0__speed": [speed_mps / MISSILE_SPEED_SCALE_MPS] * n,
+            "incoming__0__bearing_cos": [math.cos(r) for r in rad],
+            "incoming__0__bearing_sin": [math.sin(r) for r in rad]}
+
+
+def rudder(actions: torch.Tensor) -> list[int]:
+    return (actions[:, 0] - 1).tolist()
+
+
+# ---------------------------------------------------------------- the batch contract
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_every_tactic_acts_on_a_batch_in_both_action_modes(spec):
+    sim = BatchedSim(32, SimConfig(), seed=2)
+    obs = sim.reset()[:, 1]
+    disc = make_agent(spec, 32, LAYOUT, seed=5).act(obs)
+    cont = make_agent(spec, 32, LAYOUT, seed=5, action_mode="continuous").act(obs)
+    assert disc.shape == (32, 3) and disc.dtype == torch.int64
+    assert cont.shape == (32, 3) and cont.dtype == torch.float32
+    assert torch.equal(disc[:, 0] - 1, cont[:, 0].long())
+    assert torch.equal(disc[:, 1], (cont[:, 1] * 2).long())
+    assert torch.equal(disc[:, 2], cont[:, 2].long())
+
+
+@pytest.mark.parametrize("name", list(TACTICS))
+def test_random_parameters_follow_the_seed_and_stay_in_their_ranges(name):
+    spec = f"tactic:{name}?random"
+    a, b, c = (make_agent(spec, 64, LAYOUT, seed=s) for s in (7, 7, 8))
+    assert torch.equal(a.values, b.values)
+    assert not torch.equal(a.values, c.values)
+    cls = TACTICS[name]
+    for i, field in enumerate(dataclasses.fields(cls.params_type)):
+        low, high = cls.ranges[field.name]
+        column = a.values[:, i]
+        assert float(column.min()) >= low - 1e-4 and float(column.max()) <= high + 1e-4
+        assert float(column.max() - column.min()) > 0.2 * (high - low)  # really spread out
+        default = getattr(cls.params_type(), field.name)
+        assert low <= default <= high
+
+
+@pytest.mark.parametrize("name", list(TACTICS))
+def test_parameters_are_redrawn_only_on_reset_and_only_for_the_masked_envs(name):
+    agent = make_agent(f"tactic:{name}?random", 16, LAYOUT, seed=3)
+    fixed = make_agent(f"tactic:{name}", 16, LAYOUT, seed=3)
+    before, fixed_before = agent.values.clone(), fixed.values.clone()
+    obs = BatchedSim(16, SimConfig(), seed=1).reset()[:, 0]
+    for _ in range(3):
+        agent.act(obs)
+    assert torch.equal(agent.values, before)
+    mask = torch.zeros(16, dtype=torch.bool)
+    mask[[2, 9]] = True
+    agent.reset(mask)
+    fixed.reset(mask)
+    changed = (agent.values != before).any(dim=1)
+    assert torch.equal(changed, mask)
+    assert torch.equal(fixed.values, fixed_before)
+    assert agent.generators() and not fixed.generators()
+
+
+def test_two_runs_with_one_seed_draw_the_same_episodes():
+    def draws(seed: int) -> list[torch.Tensor]:
+        agent = make_agent("tactic:pump?random", 8, LAYOUT, seed=seed)
+        out = [agent.values.clone()]
+        for k in range(4):
+            agent.reset(torch.arange(8) % 4 == k)
+            out.append(agent.values.clone())
+        return out
+
+    assert all(torch.equal(x, y) for x, y in zip(draws(1), draws(1), strict=True))
+
+
+# ---------------------------------------------------------------- specs and the split
+
+
+def test_specs_resolve_and_bad_ones_are_refused_in_one_line():
+    for spec in [*SPECS, *TRAINING, *HELDOUT]:
+        assert isinstance(make_agent(spec, 2, LAYOUT), TACTICS[spec[7:].partition("?")[0]])
+    for spec, message in [
+        ("tactic:kamikaze", "unknown tactic 'kamikaze' in 'tactic:kamikaze': expected one of pump, notch, "),
+        ("tactic:pump?sometimes", "tactic spec 'tactic:pump?sometimes': after '?' expected one of random, train, "
+                                  "heldout, got 'sometimes'"),
+        ("tactic:sniper?train", "tactic spec 'tactic:sniper?train': sniper has no train ranges (it has: random, "
+                                "heldout)"),
+    ]:
+        with pytest.raises(ValueError) as err:
+            make_agent(spec, 2, LAYOUT)
+        assert str(err.value).startswith(message) and "\n" not in str(err.value)
+        with pytest.raises(ConfigError, match="^league.anchors: " + message.replace("?", r"\?")[:30]):
+            check_agent_spec("league.anchors", spec)
+    check_agent_spec("league.anchors", "tactic:pump?train")  # accepted
+    assert make_agent("crank", 2, LAYOUT).__class__.__name__ == "CrankAgent"  # plain names unchanged
+
+
+def test_heldout_specs_never_meet_training_ones():
+    assert not set(TRAINING) & set(HELDOUT)
+    only_heldout = set(HELDOUT_RANGES) - set(TRAINING_RANGES)
+    assert only_heldout and set(TRAINING_RANGES) - set(HELDOUT_RANGES)
+    for name in set(TRAINING_RANGES) & set(HELDOUT_RANGES):
+        train, held = TRAINING_RANGES[name], HELDOUT_RANGES[name]
+        assert set(train) == set(held) == set(TACTICS[name].ranges), name
+        for param in train:
+            (a, b), (c, d) = train[param], held[param]
+            assert b < c or d < a, (name, param, train[param], held[param])
+    for split in (TRAINING_RANGES, HELDOUT_RANGES):
+        for name, ranges in split.items():
+            for param, (low, high) in ranges.items():
+                full = TACTICS[name].ranges[param]
+                assert full[0] <= low < high <= full[1], (name, param)
+
+
+def test_the_league_default_anchors_hold_no_heldout_tactic():
+    for anchor in LeagueConfig().anchors:
+        assert anchor not in HELDOUT
+        if anchor.startswith("tactic:"):
+            cls, draw = parse_tactic_spec(anchor)
+            assert cls.name not in set(HELDOUT_RANGES) - set(TRAINING_RANGES), anchor
+            assert draw is TRAINING_RANGES[cls.name], anchor
+
+
+# ---------------------------------------------------------------- each idea, by hand
+
+
+def test_notch_holds_an_inbound_missile_on_the_beam():
+    # Missile on the left at 30°, 90°, 120°: turn right to move it aft, hold, turn left.
+    obs = make_obs(3, **inbound([30.0, 90.0, 120.0]))
+    assert rudder(NotchTactic(3, LAYOUT).act(obs)) == [-1, 0, 1]
+    # A spent missile is not worth beaming: pursuit (enemy dead ahead, no rudder) and a shot.
+    spent = make_obs(1, **inbound([30.0], speed_mps=250.0))
+    assert rudder(NotchTactic(1, LAYOUT).act(spent)) == [0]
+
+
+def test_sniper_fires_only_inside_the_no_escape_reach():
+    tables = missile_tables(SimConfig()).to("cpu", torch.float32)
+    ranges = torch.linspace(2_000, 40_000, 96)
+    obs = make_obs(96, enemy__range=(ranges / RANGE_SCALE_M).tolist())
+    fire = SniperTactic(96, LAYOUT).act(obs)[:, 2].bool()
+    no_escape = own_reach_turning_away(obs, LAYOUT, tables).float()
+    straight = own_reach_straight(obs, LAYOUT, tables).float()
+    assert bool(fire.any()) and bool((ranges[fire] <= 0.95 * no_escape[fire] + 1).all())
+    # A shooter at the full straight reach would have fired from further out.
+    assert float(straight[0]) > float(no_escape[0]) + 1_000
+    assert not bool(fire[ranges > no_escape].any())
+
+
+def test_late_shooter_holds_fire_until_deep_inside_the_reach():
+    tables = missile_tables(SimConfig()).to("cpu", torch.float32)
+    obs = make_obs(1)
+    reach = float(own_reach_straight(obs, LAYOUT, tables))
+    ranges = [0.8 * reach, 0.45 * reach]
+    fire = LateTactic(2, LAYOUT).act(make_obs(2, enemy__range=[r / RANGE_SCALE_M for r in ranges]))[:, 2]
+    assert fire.tolist() == [0, 1]
+
+
+def test_pump_turns_cold_inside_the_enemy_reach_with_nothing_in_the_air():
+    # No missiles left, so no shot: 15 km head-on is inside the enemy's reach, 60 km is not.
+    obs = make_obs(2, own__missiles_left=0.0, enemy__range=[15e3 / RANGE_SCALE_M, 60e3 / RANGE_SCALE_M],
+                   enemy__bearing_cos=[math.cos(0.3)] * 2, enemy__bearing_sin=[math.sin(0.3)] * 2)
+    turn = rudder(PumpTactic(2, LAYOUT).act(obs))
+    assert turn == [-1, 1]  # enemy on the left: turn right to put it behind; far out: pursue
+
+
+def test_early_defender_turns_cold_before_the_enemy_fires():
+    obs = make_obs(2, own__fire_ready=0.0, enemy__range=[15e3 / RANGE_SCALE_M] * 2,
+                   enemy__bearing_cos=[math.cos(0.2)] * 2, enemy__bearing_sin=[math.sin(0.2)] * 2,
+                   enemy__nose_on_cos=[1.0, 0.0])
+    assert rudder(EarlyTactic(2, LAYOUT).act(obs)) == [-1, 1]  # pointed at: leave; not: pursue
+
+
+def test_energy_keeper_turns_less():
+    obs = make_obs(1, enemy__bearing_cos=[math.cos(math.radians(6))],
+                   enemy__bearing_sin=[math.sin(math.radians(6))])
+    assert rudder(EnergyTactic(1, LAYOUT).act(obs)) == [0]  # 6° is inside its dead band
+    assert rudder(DragTactic(1, LAYOUT).act(obs)) == [1]  # plain pursuit turns
+
+
+# ---------------------------------------------------------------- compiled
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(TACTICS))
+def test_a_compiled_tactic_acts_exactly_as_its_eager_twin(name):
+    sim = BatchedSim(64, SimConfig(), seed=4)
+    obs = sim.reset().clone()
+    spec = f"tactic:{name}?random"
+    eager = make_agent(spec, 64, LAYOUT, seed=9)
+    compiled = make_agent(spec, 64, LAYOUT, seed=9).compile()
+    other = make_agent("crank", 64, LAYOUT)
+    fired, resets = 0, 0
+    with torch.no_grad():
+        for _ in range(400):
+            a = eager.act(obs[:, 1])
+            assert torch.equal(compiled.act(obs[:, 1]), a)
+            fired += int(a[:, 2].sum())
+            out = sim.step(torch.stack([other.act(obs[:, 0]), a], 1))
+            obs = out.obs.clone()
+            resets += int(out.done.sum())
+            eager.reset(out.done)
+            compiled.reset(out.done)
+            other.reset(out.done)
+    assert fired > 0 and resets > 0  # launches and redrawn parameters both took part
+
+
+# ---------------------------------------------------------------- where specs are accepted
+
+
+def test_midrange_env_flies_against_a_randomised_tactic():
+    import gymnasium
+
+    import sim  # noqa: F401  (registers Midrange-v0)
+
+    env = gymnasium.make("Midrange-v0", opponent="tactic:pump?random")
+    env.reset(seed=1)
+    assert isinstance(env.unwrapped.opponent, PumpTactic)  # type: ignore[attr-defined]
+    for _ in range(5):
+        env.step(env.action_space.sample())
+    with pytest.raises(ValueError, match=r"^Midrange-v0 opponent 'tactic:nope': unknown tactic 'nope'"):
+        gymnasium.make("Midrange-v0", opponent="tactic:nope")
+
+
+@pytest.mark.slow
+def test_a_league_with_tactic_anchors_trains_and_records_them(tmp_path):
+    from pipeline.launch import main
+
+    anchors = ["tactic:drag?train", "tactic:ladder?train"]
+    # 30-s episodes: about three per environment, against whichever anchor its group drew.
+    argv = ["--actors", "1", "--envs-per-actor", "8", "--rollout-len", "8", "--total-steps", str(8 * 8 * 24),
+            "--set", "sim.max_time_s=30",
+            "--opponent", "league", "--set", f"league.anchors={anchors}", "--set", "league.groups_per_actor=2",
+            "--reward", "outcome", "--device", "cpu", "--display", "none", "--run-dir", str(tmp_path / "run"),
+            "--set", "run.eval_episodes=0", "--set", "ppo.hidden_sizes=[16, 16]", "--actor-processes", "off"]
+    assert main(argv) == 0
+    saved = json.loads((tmp_path / "run" / "league" / "league.json").read_text())
+    assert saved["anchors"] == anchors
+    assert sum(sum(saved["records"][a][k] for k in ("wins", "draws", "losses")) for a in anchors) > 0
+
+
+def test_evaluate_plays_tactics_and_refuses_a_bad_spec_in_one_line(capsys):
+    from pipeline.evaluate import main, run
+
+    payload = main(["--agent", "tactic:late?heldout", "--opponents", "straight", "--episodes", "4"])
+    assert payload["agent"] == "tactic:late?heldout"
+    assert payload["matches"][0]["wins"] == 4  # straight never fires
+    with pytest.raises(SystemExit) as exited:
+        run(["--agent", "tactic:pumpp", "--opponents", "crank", "--episodes", "2"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: unknown tactic 'pumpp' in 'tactic:pumpp': expected one of pump, ")
+    assert err.count("\n") == 1
+
+
+# ---------------------------------------------------------------- each idea, in the simulator
+
+
+def _duel(red: str, blue: str, n: int, steps: int, config: SimConfig):
+    """(sim, red's observation before the step, the step's result) for ``steps`` decisions."""
+    sim = BatchedSim(n, config, seed=0)
+    agents = [make_agent(s, n, sim.layout, sim_config=config) for s in (red, blue)]
+    obs = sim.reset()
+    for _ in range(steps):
+        before = obs[:, 0].clone()
+        out = sim.step(torch.stack([agents[0].act(obs[:, 0]), agents[1].act(obs[:, 1])], dim=1))
+        obs = out.obs
+        yield sim, before, out
+
+
+def test_notch_holds_the_shooters_missile_near_the_beam_in_the_simulator():
+    # Head-on against the shooter (which fires once in reach): from the moment the threat is
+    # within notch's 25 s, the missile sits on its beam, off by a whole-rudder swing at most.
+    off_nose = []
+    for sim, red, out in _duel("tactic:notch", "shooter", 4, 200, SimConfig(scenario="head_on")):
+        col = sim.layout.index
+        present = red[:, col("incoming[0].present")] == 1
+        tti = red[:, col("incoming[0].range")] * RANGE_SCALE_M / (
+            red[:, col("incoming[0].closing_speed")] * CLOSING_SCALE_MPS).clamp_min(1e-3)
+        angle = torch.rad2deg(torch.atan2(red[:, col("incoming[0].bearing_sin")].abs(),
+                                          red[:, col("incoming[0].bearing_cos")]))
+        if bool((present & (tti < 20)).all()):
+            off_nose.append(angle)
+        if bool(out.done.any()):
+            break
+    held = torch.stack(off_nose[6:])  # after the turn onto the beam (3 s)
+    assert len(off_nose) > 10
+    assert abs(float(held.median()) - 90) < 8 and float(held.min()) > 70 and float(held.max()) < 110
+
+
+def test_ladder_has_two_missiles_in_the_air_and_skate_leaves_after_its_shot():
+    ladder_two, skate_away = False, False
+    for sim, red, out in _duel("tactic:ladder", "straight", 8, 60, SimConfig(scenario="head_on")):
+        ladder_two |= bool((red[:, sim.layout.index("own_missile[1].present")] == 1).any())
+        if bool(out.done.any()):
+            break
+    for sim, red, out in _duel("tactic:skate", "straight", 8, 60, SimConfig(scenario="head_on")):
+        flying = red[:, sim.layout.index("own_missile[0].present")] == 1
+        cold = red[:, sim.layout.index("enemy.bearing_cos")] < math.cos(math.radians(120))
+        skate_away |= bool((flying & cold).all())
+        if bool(out.done.any()):
+            break
+    assert ladder_two and skate_away
