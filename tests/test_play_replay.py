@@ -95,3 +95,22 @@ def test_oversized_files_and_a_full_shelf(fight: Path, monkeypatch: pytest.Monke
         shelf.get(names[0])
     assert shelf.get(names[-1]).info()["frames"] > 0
     assert math.isfinite(shelf.get(names[-1]).info()["duration"])
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"type": "seek", "replay": "", "t": 1, "seat": "red"}', "seek 'replay' must be the name of an open replay"),
+    ('{"type": "seek", "replay": 7, "t": 1, "seat": "red"}', "seek 'replay' must be the name of an open replay"),
+    ('{"type": "seek", "replay": "ab", "t": "1", "seat": "red"}', "seek 't' must be a number of seconds, got \"1\""),
+    ('{"type": "seek", "replay": "ab", "t": true, "seat": "red"}', "seek 't' must be a number of seconds, got true"),
+    ('{"type": "seek", "replay": "ab", "t": 1e300, "seat": "red"}', "seek 't' must be a number of seconds"),
+    ('{"type": "seek", "replay": "ab", "t": 1, "seat": "green"}', "seek 'seat' must be one of \"red\", \"blue\""),
+    ('{"type": "seek", "replay": "ab", "t": 1, "seat": "red", "frame": 3}', "seek message: unknown field(s) frame"),
+])
+def test_bad_seek_messages_are_refused_with_one_line(text: str, message: str) -> None:
+    from pipeline.play.protocol import ProtocolError, parse_message
+
+    with pytest.raises(ProtocolError) as refused:
+        parse_message(text)
+    assert str(refused.value).startswith(message) and "\n" not in str(refused.value)
+    good = parse_message('{"type": "seek", "replay": "ab12", "t": 3, "seat": "blue"}')
+    assert good.type == "seek" and good.fields == {"replay": "ab12", "t": 3.0, "seat": "blue"}

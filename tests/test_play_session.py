@@ -40,7 +40,7 @@ def test_good_messages_parse():
 @pytest.mark.parametrize("text, message", [
     ("{not json", "message is not JSON"),
     ("[1, 2]", "message must be a JSON object, got list"),
-    ('{"type": "fly"}', 'unknown message type "fly": expected one of input, control, take_seat, choose'),
+    ('{"type": "fly"}', 'unknown message type "fly": expected one of input, control, take_seat, choose, seek'),
     ('{"type": "input", "seat": "red", "rudder": 2, "throttle": 1, "fire": false}',
      "input 'rudder' must be one of -1, 0, 1, got 2"),
     ('{"type": "input", "seat": "red", "rudder": true, "throttle": 1, "fire": false}',
@@ -175,7 +175,7 @@ def test_follow_takes_each_new_checkpoint_once_it_is_whole(tmp_path):
     damaged = run / "checkpoints" / "ckpt_000000003.pt"
     damaged.write_bytes(second.read_bytes()[:200])
     assert follower.poll() is None and follower.poll() == damaged
-    with pytest.raises(ValueError, match="ckpt_000000003.pt"):
+    with pytest.raises(ValueError, match=r"ckpt_000000003.pt"):
         build_seat(str(damaged), 1, play_config(SimConfig(), "random"), 10)
     follower.failed(damaged)
     assert follower.poll() is None and follower.poll() is None and follower.current == second

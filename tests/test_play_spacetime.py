@@ -145,6 +145,7 @@ class View:
 
 
 def test_payload_of_a_running_sim() -> None:
+    spacetime.warm(CONFIG)
     sim = BatchedSim(1, CONFIG, seed=3)
     sim.reset()
     actions = torch.tensor([[[1, 2, 0], [0, 1, 0]]])
@@ -167,3 +168,19 @@ def test_payload_of_a_running_sim() -> None:
     assert fresh["spacetime"]["origin"] != graph["origin"]
     with pytest.raises(ValueError, match="seat must be one of"):
         spacetime.payload(View(sim.state, CONFIG, t), "green")
+
+
+@pytest.mark.slow
+def test_tables_are_built_in_a_thread_and_shared_across_scenarios() -> None:
+    spacetime.warm(CONFIG)
+    assert spacetime.reach_if_ready(CONFIG.replace(scenario="head_on", max_time_s=60.0)) is spacetime.reach_for(CONFIG)
+    other = CONFIG.replace(dt_s=0.25, substeps=2, max_time_s=60.0)
+    sim = BatchedSim(1, other, seed=1)
+    sim.reset()
+    view = View(sim.state, other, 0.0)
+    assert spacetime.payload(view, "red") is None  # the tables are being built, in a thread
+    builder = spacetime._builders[spacetime.physics_of(other)]
+    builder.join(timeout=600)
+    assert not builder.is_alive()
+    ready = spacetime.payload(view, "red")
+    assert ready is not None and ready["spacetime"]["seat"] == "red"

@@ -63,7 +63,10 @@ def timeline_event(event: dict[str, Any]) -> dict[str, Any] | None:
         text = f"end: {event.get('winner')} ({event.get('end_reason')})"
     else:
         text = kind.replace("_", " ")
-    return {"t": float(event["t_s"]), "kind": kind, "side": name, "text": printable(text)}
+    marked = {"t": float(event["t_s"]), "kind": kind, "side": name, "text": printable(text)}
+    if kind == "end":
+        marked.update(winner=printable(str(event.get("winner"))), reason=printable(str(event.get("end_reason"))))
+    return marked
 
 
 class ReplayFile:
@@ -130,9 +133,14 @@ class ReplayFile:
                                "missiles_left": fighters[own]["missiles_left"], "alive": fighters[own]["alive"]}
         if graph is not None:
             hud.update(graph["hud"])
+        score = {"red": 0, "draws": 0, "blue": 0}
+        winner = {"red": "red", "blue": "blue", "draw": "draws"}.get(str(r.outcome.get("winner")))
+        if i == len(self.times) - 1 and winner is not None:
+            score[winner] = 1  # the recorded round's result, once its last frame is shown
         return {
             "type": "state", "t": round(float(self.times[i]), 3), "dt": float(r.config.decision_dt_s),
-            "fighters": fighters, "missiles": missiles, "events": events, "score": {},
+            "round": 0, "paused": False, "time_scale": 1.0, "scenario": printable(str(r.header.get("scenario", "?"))),
+            "fighters": fighters, "missiles": missiles, "events": events, "score": score,
             "seats": {"red": {"spec": r.agent("red"), "human": False}, "blue": {"spec": r.agent("blue"), "human": False}},
             "hud": hud, "spacetime": graph, "replay": {"name": self.name, "frame": i},
         }

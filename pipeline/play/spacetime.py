@@ -29,8 +29,9 @@ few seconds, once per process and config (:func:`warm`).
 
 from __future__ import annotations
 
-import functools
+import logging
 import math
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -62,6 +63,7 @@ TABLE_STEP_S = 1.0
 """Time grid of the path tables (slices and path points lie on it)."""
 
 F64 = torch.float64
+log = logging.getLogger(__name__)
 
 
 class SessionState(Protocol):
@@ -91,10 +93,49 @@ class Reach:
         self.hold_paths = HoldPathTable(config, grid)
 
 
-@functools.lru_cache(maxsize=4)
+_DEFAULTS = SimConfig()
+_reaches: dict[SimConfig, Reach] = {}
+_builders: dict[SimConfig, threading.Thread] = {}
+_lock = threading.Lock()
+
+
+def physics_of(config: SimConfig) -> SimConfig:
+    """``config`` without what the reach model does not depend on (the scenario, the time
+    limit), so fights that differ only in those share tables."""
+    return config.replace(scenario=_DEFAULTS.scenario, max_time_s=_DEFAULTS.max_time_s)
+
+
 def reach_for(config: SimConfig) -> Reach:
-    """:class:`Reach` for ``config``, built on the first call."""
-    return Reach(config)
+    """:class:`Reach` for ``config``, built on the first call (a few seconds) and kept."""
+    key = physics_of(config)
+    with _lock:
+        found = _reaches.get(key)
+    if found is None:
+        built = Reach(key)
+        with _lock:
+            found = _reaches.setdefault(key, built)
+    return found
+
+
+def reach_if_ready(config: SimConfig) -> Reach | None:
+    """:class:`Reach` for ``config`` if it is built; else None, and it is being built in a
+    thread of its own (so a live fight's clock never waits for it)."""
+    key = physics_of(config)
+    with _lock:
+        if key in _reaches:
+            return _reaches[key]
+        if key not in _builders:
+            _builders[key] = threading.Thread(target=_build, args=(key,), name="spacetime-tables", daemon=True)
+            _builders[key].start()
+    return None
+
+
+def _build(config: SimConfig) -> None:
+    try:
+        reach_for(config)
+    except (ValueError, RuntimeError) as exc:  # a config the reach model cannot tabulate
+        log.warning("spacetime graph: no tables for this sim config (%s); the graph stays empty",
+                    " ".join(str(exc).split()))
 
 
 def warm(config: SimConfig) -> None:
@@ -106,13 +147,15 @@ def _ints(values: torch.Tensor | np.ndarray, origin: float) -> list[int]:
     return [int(v) for v in np.rint((np.asarray(values, dtype=np.float64) - origin) / UNIT_M)]
 
 
-def frame_payload(frame: Mapping[str, np.ndarray], config: SimConfig, own: int) -> dict[str, Any] | None:
+def frame_payload(frame: Mapping[str, np.ndarray], config: SimConfig, own: int,
+                  reach: Reach | None = None) -> dict[str, Any] | None:
     """The graph and HUD numbers of ``frame`` seen from side ``own`` (0 red, 1 blue); None when
-    a fighter is destroyed (the graph of a finished duel shows nothing)."""
+    a fighter is destroyed (the graph of a finished duel shows nothing). ``reach``: the
+    tables to use (default :func:`reach_for` ``config``, built if need be)."""
     alive = np.asarray(frame["f_alive"], dtype=bool)
     if not bool(alive.all()):
         return None
-    r = reach_for(config)
+    r = reach if reach is not None else reach_for(config)
     e = 1 - own
     x = [float(frame["f_x"][s]) for s in (0, 1)]
     y = [float(frame["f_y"][s]) for s in (0, 1)]
@@ -197,6 +240,9 @@ def payload(session_state: SessionState, seat: str) -> dict[str, Any] | None:
     if seat not in SEATS:
         raise ValueError(f"seat must be one of {SEATS}, got {seat!r}")
     state, config, t = session_state.state, session_state.config, float(session_state.t)
+    reach = reach_if_ready(config)
+    if reach is None:
+        return None  # the tables are being built
     ammo = tuple(int(v) for v in state.f_ammo[:, 0].tolist())
     alive = tuple(bool(v) for v in state.f_alive[:, 0].tolist())
     key = (seat, config)
@@ -204,7 +250,7 @@ def payload(session_state: SessionState, seat: str) -> dict[str, Any] | None:
     if last is None or not (last.t <= t < last.t + REFRESH_S) or last.ammo != ammo or last.alive != alive:
         frame = frame_from_state(state, 0, config)
         frame["t_s"] = np.float64(t)
-        last = _Shown(t, ammo, alive, frame_payload(frame, config, SEATS.index(seat)))
+        last = _Shown(t, ammo, alive, frame_payload(frame, config, SEATS.index(seat), reach))
         _shown[key] = last
     if last.graph is None:
         return None

@@ -10,6 +10,8 @@
 // fighter turning away (filled slices joined into a solid), with dashed red outlines for the
 // own fighter flying straight on. Green outlines: the own missile's reach. Lines: the predicted
 // paths (cyan own, orange enemy; solid holding the controls, dashed turning away).
+//
+// window.spacetimeView is the page's view (for tests). Without WebGL the panel says so.
 
 import * as THREE from "./vendor/three/three.module.min.js";
 import { OrbitControls } from "./vendor/three/OrbitControls.js";
@@ -66,7 +68,12 @@ export class SpacetimeView {
     el.classList.add("spacetime-view");
     const w = Math.max(el.clientWidth, 200);
     const h = Math.max(el.clientHeight, 200);
-    this.renderer = new THREE.WebGLRenderer({ antialias: true, preserveDrawingBuffer: true });
+    try {
+      this.renderer = new THREE.WebGLRenderer({ antialias: true, preserveDrawingBuffer: true });
+    } catch (err) {
+      el.textContent = "The 3-D spacetime graph needs WebGL, which this browser does not offer.";
+      throw err;
+    }
     this.renderer.setPixelRatio(window.devicePixelRatio || 1);
     this.renderer.setSize(w, h);
     this.renderer.domElement.setAttribute("aria-label", "spacetime graph");
@@ -93,6 +100,7 @@ export class SpacetimeView {
     this.resizeObserver.observe(el);
     this.showHud(null);
     this.render();
+    window.spacetimeView = this;
   }
 
   // Toggle the slow turn of the graph (the V key); returns whether it now turns.
@@ -118,8 +126,15 @@ export class SpacetimeView {
     this.render();
   }
 
+  // Render at the next display frame (several changes in one frame are drawn once).
   render() {
-    this.renderer.render(this.scene, this.camera);
+    if (this.pending) return;
+    this.pending = true;
+    requestAnimationFrame(() => {
+      this.pending = false;
+      this.renderer.render(this.scene, this.camera);
+      this.shownKey = this.key; // the moment on screen (for tests)
+    });
   }
 
   // The fixed parts: ground grid (10 km), time axis with a tick every 10 s.
@@ -135,8 +150,13 @@ export class SpacetimeView {
     return g;
   }
 
-  // Draw the graph of one moment (`null`: a fighter is down, nothing to draw).
+  // Draw the graph of one moment (`null`: a fighter is down, nothing to draw). The server sends
+  // the same moment again between two computations of it (its `t` says which): drawn once.
   update(payload) {
+    const key = payload ? `${payload.seat} ${payload.t} ${payload.origin}` : null;
+    if (key === this.key && this.drawn) return;
+    this.key = key;
+    this.drawn = true;
     this.payload = payload;
     if (this.group) {
       this.scene.remove(this.group);
