@@ -133,8 +133,9 @@ def play_server(*args: str, cwd: Path = ROOT) -> Iterator[PlayServer]:
 
 
 @contextmanager
-def chromium(width: int = 1280, height: int = 800) -> Iterator[Any]:
-    """A headless Chromium under Selenium (a fresh profile each time)."""
+def chromium(width: int = 1280, height: int = 800, phone: bool = False) -> Iterator[Any]:
+    """A headless Chromium under Selenium (a fresh profile each time); ``phone`` emulates a
+    phone's touch screen (412 by 860 CSS pixels)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -145,6 +146,11 @@ def chromium(width: int = 1280, height: int = 800) -> Iterator[Any]:
                  "--disable-renderer-backgrounding", "--disable-backgrounding-occluded-windows"):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    if phone:
+        options.add_experimental_option("mobileEmulation", {
+            "deviceMetrics": {"width": 412, "height": 860, "pixelRatio": 2.0, "touch": True},
+            "userAgent": "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) "
+                         "Chrome/156.0 Mobile Safari/537.36"})
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(WAIT_TIMEOUT_S)
     driver.set_script_timeout(WAIT_TIMEOUT_S)

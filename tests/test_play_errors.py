@@ -24,10 +24,12 @@ from tests.play_harness import (
 pytestmark = [needs_browser, pytest.mark.slow]
 
 
-def _files() -> str:
-    """What git sees in the working tree (tracked changes and untracked files)."""
-    return subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT,
-                          capture_output=True, text=True, check=True).stdout
+def _files() -> list[str]:
+    """The files in the working tree that git does not track or ignore (where a server that
+    wrote a log, a replay or a temporary file would leave it)."""
+    out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    return [line for line in out.splitlines() if line.startswith("??")]
 
 
 def _last_error(driver) -> str | None:
@@ -129,3 +131,12 @@ def test_follow_skips_a_damaged_checkpoint_and_flies_the_next_good_one(tmp_path)
         events = page_value(driver, "window.cockpit.seatEvents")
         assert {"side": "blue", "spec": str(good)} in events
         assert server.output().count("error: --follow") == 1  # reported once, not on every poll
+
+
+def test_sharing_the_page_with_the_network_warns():
+    with play_server("--host", "0.0.0.0", "--red", "straight") as server:
+        port = server.url.rstrip("/").rsplit(":", 1)[1]
+        wait_until(lambda: "warning: the page on" in server.output(), "the warning")
+        assert (f"warning: the page on 0.0.0.0:{port} is open to the network: anyone who reaches it can watch "
+                "and fly the fight") in server.output()
+        assert server.state()["type"] == "state"

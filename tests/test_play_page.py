@@ -5,6 +5,7 @@ with the right result shown, and two viewers each fly a seat."""
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 
 import pytest
 
@@ -116,3 +117,70 @@ def test_two_browsers_each_fly_a_seat():
         message = wait_until(lambda: page_value(red_page, "window.cockpit.errors.at(-1)"), "the refusal on the page")
         assert message == "error: seat blue is taken by another viewer"
         assert page_value(red_page, "window.cockpit.held.join()") == "red"
+
+
+@contextmanager
+def _finger_on(driver, element):
+    """A finger held on ``element`` (touch pointer events, as a phone sends them), lifted on
+    the way out."""
+    from selenium.webdriver.common.actions import interaction
+    from selenium.webdriver.common.actions.action_builder import ActionBuilder
+    from selenium.webdriver.common.actions.pointer_input import PointerInput
+
+    builder = ActionBuilder(driver, mouse=PointerInput(interaction.POINTER_TOUCH, "finger"))
+    builder.pointer_action.move_to(element).pointer_down()
+    builder.perform()
+    try:
+        yield
+    finally:
+        builder.clear_actions()  # releases what is held: the finger leaves the screen
+
+
+@pytest.mark.slow
+def test_touch_buttons_fly_the_fighter_on_a_phone():
+    """On a phone's touch screen the buttons under the view show (and the key help does not);
+    a finger on the left button turns red left and on FIRE launches a missile, on the server."""
+    with play_server("--red", "human", "--blue", "straight", "--scenario", "head_on") as server, \
+            chromium(phone=True) as driver:
+        open_page(driver, server.url)
+        wait_until(lambda: page_value(driver, "window.cockpit.held.join()") == "red", "the page to fly red")
+        buttons = driver.find_element("id", "touch")
+        assert buttons.is_displayed() and not driver.find_element("id", "keys").is_displayed()
+        with _finger_on(driver, driver.find_element("css selector", '[data-touch="left"]')):
+            wait_until(lambda: (s := server.state())["seats"]["red"]["rudder"] == 1 and _red(s)["heading"] > 0.05,
+                       "red to turn left on the server")
+        wait_until(lambda: server.state()["seats"]["red"]["rudder"] == 0, "red's rudder back to centre")
+        with _finger_on(driver, driver.find_element("css selector", '[data-touch="fire"]')):
+            fired = wait_until(lambda: (s := server.state())["missiles"] and s, "red's missile on the server")
+        wait_until(lambda: server.state()["seats"]["red"]["fire"] is False, "red's fire button released")
+        assert [m["side"] for m in fired["missiles"]] == ["red"]
+
+
+@pytest.mark.slow
+def test_the_menu_sets_up_a_fight_between_two_agents_to_watch():
+    """From the page's menu: shooter against straight, head-on. The seats change on the
+    server, the page gives back the seat no person flies any more and watches, the score
+    starts again, and the fight runs to red's kill."""
+    from selenium.webdriver.support.ui import Select
+
+    with play_server("--red", "human", "--blue", "crank") as server, chromium() as driver:
+        open_page(driver, server.url)
+        wait_until(lambda: page_value(driver, "window.cockpit.held.join()") == "red", "the page to fly red")
+        driver.find_element("id", "menu-toggle").click()
+        for field, spec in (("red-spec", "shooter"), ("blue-spec", "straight")):
+            box = driver.find_element("id", field)
+            box.clear()
+            box.send_keys(spec)
+        Select(driver.find_element("id", "scenario")).select_by_value("head_on")
+        before = page_value(driver, "window.cockpit.results.length")
+        driver.find_element("id", "choose").click()
+        wait_until(lambda: (s := server.state())["seats"]["red"]["spec"] == "shooter" and s["scenario"] == "head_on",
+                   "the new fight on the server")
+        state = server.state()
+        assert state["seats"]["blue"] == {"spec": "straight", "human": False}
+        wait_until(lambda: page_value(driver, "window.cockpit.held.length") == 0, "the page to watch")
+        assert driver.find_element("id", "seats-line").text.endswith("watching")
+        Select(driver.find_element("id", "time-scale")).select_by_value("8")
+        result = wait_until(lambda: page_value(driver, f"window.cockpit.results[{before}] || null"), "the fight's result")
+        assert (result["winner"], result["reason"], result["score"]) == ("red", "kill", {"red": 1, "blue": 0, "draws": 0, "rounds": 1})
+        assert page_value(driver, "window.cockpit.errors.length") == 0

@@ -175,7 +175,7 @@ def test_follow_takes_each_new_checkpoint_once_it_is_whole(tmp_path):
     damaged = run / "checkpoints" / "ckpt_000000003.pt"
     damaged.write_bytes(second.read_bytes()[:200])
     assert follower.poll() is None and follower.poll() == damaged
-    with pytest.raises(ValueError, match=r"ckpt_000000003.pt"):
+    with pytest.raises(ValueError, match=r"ckpt_000000003\.pt"):
         build_seat(str(damaged), 1, play_config(SimConfig(), "random"), 10)
     follower.failed(damaged)
     assert follower.poll() is None and follower.poll() is None and follower.current == second
@@ -200,6 +200,8 @@ def test_command_line_errors_are_one_line(capsys, tmp_path):
         (["--blue", str(damaged)], f"error: checkpoint {damaged} is truncated or corrupt"),
         (["--scenario", "dogfight"], "error: argument --scenario: invalid choice"),
         (["--port", "70000"], "error: --port must be in 0..65535, got 70000"),
+        (["--follow", str(tmp_path), "--blue", "crank"], "error: --follow flies the blue seat: drop --blue, or pass --follow-seat red"),
+        (["--follow", str(tmp_path)], f"error: no checkpoint in {tmp_path}"),
     ]:
         with pytest.raises(SystemExit) as info:
             run(argv)
@@ -212,7 +214,7 @@ def test_a_busy_port_falls_back_and_says_so(caplog):
     pytest.importorskip("aiohttp")
     from aiohttp import web
 
-    from pipeline.play.server import ServeError, start_site
+    from pipeline.play.site import ServeError, start_site
 
     async def main() -> tuple[int, int]:
         with socket.socket() as busy:
@@ -233,3 +235,87 @@ def test_a_busy_port_falls_back_and_says_so(caplog):
 
     with pytest.raises(ServeError, match=r"^cannot serve the page on 192\.0\.2\.1:0: cannot assign requested address \(--host must be an address of this machine"):
         asyncio.run(unreachable())
+
+
+def test_only_this_machine_counts_as_local():
+    pytest.importorskip("aiohttp")
+    from pipeline.play.server import is_local
+
+    assert is_local("127.0.0.1") and is_local("::1") and is_local("127.0.0.2")
+    assert not is_local("192.168.1.20") and not is_local("10.0.0.1") and not is_local(None) and not is_local("host")
+
+
+def test_a_plug_in_that_misbehaves_pauses_the_fight_and_the_server_goes_on():
+    """A real server on a real socket, in this process: an agent whose actions are out of range
+    pauses the fight with one line to every page; a plug-in whose constructor raises is refused
+    when chosen; the server answers on."""
+    pytest.importorskip("aiohttp")
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from pipeline.play.server import PlayServer
+
+    lineup = build_lineup("human", "tests.play_agents:OutOfRangeAgent", "head_on")
+    server = PlayServer(Session(lineup))
+
+    async def main() -> tuple[list[dict], dict]:
+        async with TestClient(TestServer(server.app())) as client:
+            ws = await client.ws_connect("/ws")
+            seen: list[dict] = []
+            while not any(m["type"] == "error" for m in seen):
+                seen.append(await ws.receive_json(timeout=60))
+            await ws.send_json({"type": "choose", "red": "human", "blue": "tests.plugins_faulty:BrokenConstructor",
+                                "scenario": "random"})
+            while sum(m["type"] == "error" for m in seen) < 2:
+                seen.append(await ws.receive_json(timeout=60))
+            stats = await (await client.get("/stats.json")).json()
+            return seen, stats
+
+    seen, stats = asyncio.run(main())
+    errors = [m["message"] for m in seen if m["type"] == "error"]
+    assert errors == [
+        "error: the fight is paused: agent 'tests.play_agents:OutOfRangeAgent' returned discrete actions out of "
+        "range (indices must be rudder in 0..2, throttle in 0..2, fire in 0..1) (choose another fight)",
+        "error: RuntimeError: cannot build this opponent",
+    ]
+    assert stats["paused"] is True and server.session.lineup.specs == ("human", "tests.play_agents:OutOfRangeAgent")
+
+
+def test_a_page_that_leaves_lets_go_of_its_seat_and_controls():
+    pytest.importorskip("aiohttp")
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from pipeline.play.server import PlayServer
+
+    server = PlayServer(Session(build_lineup("human", "straight", "head_on")))
+    red = server.session.human_seat("red")
+    assert red is not None
+
+    async def wait_for(condition) -> None:
+        for _ in range(6000):
+            if condition():
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError("timed out")
+
+    async def main() -> list[dict]:
+        async with TestClient(TestServer(server.app())) as client:
+            first = await client.ws_connect("/ws")
+            await first.send_json({"type": "take_seat", "seat": "auto"})
+            await first.send_json({"type": "input", "seat": "red", "rudder": 1, "throttle": 0.5, "fire": False, "seq": 3})
+            await wait_for(lambda: red.controls.rudder == 1.0)
+            second = await client.ws_connect("/ws")
+            await second.send_json({"type": "take_seat", "seat": "red"})
+            replies = [await second.receive_json(timeout=60)]
+            while replies[-1]["type"] != "error":
+                replies.append(await second.receive_json(timeout=60))
+            await first.close()
+            await wait_for(lambda: red.controls.rudder == 0.0 and len(server.viewers) == 1)
+            await second.send_json({"type": "take_seat", "seat": "red"})
+            while (message := await second.receive_json(timeout=60))["type"] != "seats":
+                pass
+            return [*replies, message]
+
+    messages = asyncio.run(main())
+    assert (red.controls.rudder, red.controls.throttle, red.controls.seq) == (0.0, 1.0, 3)
+    assert {"type": "error", "message": "error: seat red is taken by another viewer"} in messages
+    assert messages[-1] == {"type": "seats", "held": ["red"]}

@@ -15,6 +15,7 @@ import asyncio
 import logging
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -23,8 +24,10 @@ from monitoring.exporter import open_to_network
 from pipeline.play.follow import Follower
 from pipeline.play.replay_routes import ReplayService
 from pipeline.play.seats import HUMAN, SIDES
-from pipeline.play.server import PlayServer, spacetime_hook, start_site
 from pipeline.play.session import DEFAULT_OPPONENT, SCENARIOS, Session, build_lineup
+
+if TYPE_CHECKING:
+    from pipeline.play.server import PlayServer
 
 DEFAULT_HOST = "127.0.0.1"
 """Loopback by default: nobody else reaches the page unless ``--host`` says so."""
@@ -35,9 +38,8 @@ DEFAULT_PORT = 8765
 def build_parser() -> argparse.ArgumentParser:
     p = CommandParser(prog="python -m pipeline.play",
                       description="Fly the duel in a browser, or watch two agents fight live.")
-    p.add_argument("--red", default=HUMAN, metavar="SPEC", help=f"who flies red: {HUMAN} (default) or an agent spec")
-    p.add_argument("--blue", default=DEFAULT_OPPONENT, metavar="SPEC",
-                   help=f"who flies blue: an agent spec (default {DEFAULT_OPPONENT}) or {HUMAN}")
+    p.add_argument("--red", metavar="SPEC", help=f"who flies red: {HUMAN} (default) or an agent spec")
+    p.add_argument("--blue", metavar="SPEC", help=f"who flies blue: an agent spec (default {DEFAULT_OPPONENT}) or {HUMAN}")
     p.add_argument("--scenario", default="random", choices=SCENARIOS, help="starting positions (default random)")
     p.add_argument("--follow", metavar="RUN", help="fly the newest checkpoint of the training run RUN, "
                    "switching to each new one from the next round")
@@ -60,8 +62,15 @@ def main(argv: list[str] | None = None) -> None:
         raise ValueError(f"--port must be in 0..65535, got {args.port}")
     if args.max_time is not None and not 0 < args.max_time <= 1e6:
         raise ValueError(f"--max-time must be a number of seconds in (0, 1e6], got {args.max_time}")
+    try:
+        from pipeline.play.server import PlayServer, spacetime_hook
+    except ImportError as exc:
+        raise ValueError(f"python -m pipeline.play needs {exc.name or 'aiohttp'}: pip install -e '.[play]'") from None
     torch.set_num_threads(1)
-    specs = {"red": args.red, "blue": args.blue}
+    if args.follow is not None and getattr(args, args.follow_seat) is not None:
+        raise ValueError(f"--follow flies the {args.follow_seat} seat: drop --{args.follow_seat}, "
+                         f"or pass --follow-seat {'blue' if args.follow_seat == 'red' else 'red'}")
+    specs = {"red": args.red or HUMAN, "blue": args.blue or DEFAULT_OPPONENT}
     follower = None
     if args.follow is not None:
         follower = Follower(args.follow, args.follow_seat)
@@ -84,6 +93,8 @@ def main(argv: list[str] | None = None) -> None:
 
 async def serve(server: PlayServer, host: str, port: int, specs: dict[str, str]) -> None:
     """Serve until SIGINT or SIGTERM."""
+    from pipeline.play.site import start_site
+
     runner, taken = await start_site(server.app(), host, port)
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{taken}/"

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import torch
 
-from agents.base import BaseAgent
+from agents.base import BaseAgent, bad_actions_message, check_agent_actions
+from agents.registry import SCRIPTED
 from learner.checkpoint import resolve_checkpoint_path
 from pipeline.config.specs import build_agent
 from sim import ObsLayout, SimConfig
@@ -38,8 +39,6 @@ class HumanSeat:
 
     spec: str = HUMAN
     controls: Controls = field(default_factory=Controls)
-    source: str = ""
-    """The checkpoint file the seat flies (empty for a person and for scripted agents)."""
 
     def action(self, obs: torch.Tensor, step: int, action_mode: str) -> torch.Tensor:
         """The action ``[3]`` the held controls give, in the simulator's action format."""
@@ -49,8 +48,8 @@ class HumanSeat:
         return torch.tensor([c.rudder, c.throttle, float(c.fire)], dtype=obs.dtype)
 
     def reset(self) -> None:
-        """A new round: the controls go back to straight ahead at full throttle (the sequence
-        number is kept, so the page's echo check still holds)."""
+        """A new round, or its pilot gone: the controls go back to straight ahead at full
+        throttle (the sequence number is kept, so the page's echo check still holds)."""
         seq = self.controls.seq
         self.controls = Controls(seq=seq)
 
@@ -64,13 +63,20 @@ class AgentSeat:
     agent: BaseAgent
     decide_every: int
     source: str = ""
+    """The checkpoint file the seat flies (empty for scripted agents and import paths)."""
     _held: torch.Tensor | None = None
 
     def action(self, obs: torch.Tensor, step: int, action_mode: str) -> torch.Tensor:
-        """The agent's action ``[3]`` for this step (a fresh decision on every ``decide_every``-th)."""
+        """The agent's action ``[3]`` for this step (a fresh decision on every
+        ``decide_every``-th). Actions of the wrong shape, type or range raise ``ValueError``
+        naming the agent."""
         if self._held is None or step % self.decide_every == 0:
             with torch.no_grad():
-                self._held = self.agent.act(obs.unsqueeze(0))[0].clone()
+                actions = self.agent.act(obs.unsqueeze(0))
+            who = f"agent {self.spec!r}"
+            if bool(check_agent_actions(actions, 1, action_mode, who)):
+                raise ValueError(bad_actions_message(who, action_mode))
+            self._held = actions[0].clone()
         return self._held
 
     def reset(self) -> None:
@@ -85,18 +91,12 @@ Seat = HumanSeat | AgentSeat
 def checkpoint_source(spec: str) -> str:
     """The checkpoint file ``spec`` names, or ``""`` when it names none (a scripted name, an
     import path, ``human``)."""
-    if spec == HUMAN or spec in _scripted_names() or (":" in spec and not Path(spec).exists()):
+    if spec == HUMAN or spec in SCRIPTED or (":" in spec and not Path(spec).exists()):
         return ""
     try:
         return str(resolve_checkpoint_path(spec))
     except ValueError:
         return ""
-
-
-def _scripted_names() -> tuple[str, ...]:
-    from agents.registry import SCRIPTED
-
-    return tuple(SCRIPTED)
 
 
 def build_seat(spec: str, side: int, sim_config: SimConfig, decide_every: int, seed: int = 0) -> Seat:

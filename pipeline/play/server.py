@@ -10,12 +10,10 @@ viewer skips frames and never holds the fight back.
 from __future__ import annotations
 
 import asyncio
-import errno
 import importlib
 import ipaddress
 import json
 import logging
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,6 +22,7 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from agents.registry import SCRIPTED
 from pipeline.play.follow import Follower
 from pipeline.play.protocol import MAX_MESSAGE_BYTES, Message, ProtocolError, parse_message
 from pipeline.play.replay_routes import ReplayService
@@ -33,15 +32,7 @@ from pipeline.play.session import PLAY_STEP_S, SCENARIOS, Lineup, Session, Sessi
 STATIC_DIR = Path(__file__).with_name("static")
 """The page's files: index.html, cockpit.js, style.css (and spacetime.js when present)."""
 
-FALLBACK_TRIES = 32
-"""Ports tried above a busy one before giving up."""
-
 log = logging.getLogger(__name__)
-
-
-class ServeError(ValueError):
-    """The page cannot be served on the address asked for (a busy port range, an address that
-    is not this machine's); one line saying which and what to pass instead."""
 
 Hook = Callable[[SessionView, str], dict[str, Any] | None]
 
@@ -54,6 +45,13 @@ def spacetime_hook() -> Hook | None:
         return None
     hook = getattr(module, "payload", None)
     return hook if callable(hook) else None
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as one line: its message, or its type where it has none; a type other
+    than ``ValueError`` (a failing plug-in) is named."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if isinstance(exc, ValueError) else f"{type(exc).__name__}: {text}"
 
 
 def is_local(remote: str | None) -> bool:
@@ -152,7 +150,11 @@ class PlayServer:
         next_at = loop.time()
         while True:
             was_over = self.session.result is not None
-            self.session.step()
+            try:
+                self.session.step()
+            except Exception as exc:  # an agent may be any plug-in: its failure pauses the fight
+                self.session.paused = True
+                self._error_all(f"error: the fight is paused: {one_line(exc)} (choose another fight)")
             if self.session.result is not None and not was_over:
                 self._post_all(self.session.result)
             self._publish()
@@ -173,7 +175,12 @@ class PlayServer:
                 continue
             message = dict(frame, hud=self._hud(frame, side), spacetime=None)
             if view is not None and self.hook is not None:
-                extra = self.hook(view, side) or {}
+                try:
+                    extra = self.hook(view, side) or {}
+                except Exception as exc:  # the graph is an extra: the fight goes on without it
+                    self.hook = None
+                    self._error_all(f"error: the spacetime graph is off: {one_line(exc)}")
+                    extra = {}
                 message["spacetime"] = extra.get("spacetime")
                 message["hud"].update(extra.get("hud") or {})
             texts[side] = json.dumps(message)
@@ -208,9 +215,9 @@ class PlayServer:
             decide_every = follower.decide_every
             try:
                 seat = await loop.run_in_executor(None, build_seat, str(path), side, config, decide_every, self.seed)
-            except ValueError as exc:
+            except (ValueError, RuntimeError, OSError) as exc:
                 follower.failed(path)
-                self._error_all(f"error: --follow: {' '.join(str(exc).split())} (still flying {follower.current})")
+                self._error_all(f"error: --follow: {one_line(exc)} (still flying {follower.current})")
                 continue
             follower.loaded(path)
             self.session.queue_seat(side, str(path), seat)
@@ -239,6 +246,10 @@ class PlayServer:
         finally:
             self.viewers.remove(viewer)
             sender.cancel()
+            for side in viewer.held:  # nobody at the controls: fly straight on
+                seat = self.session.human_seat(side)
+                if seat is not None:
+                    seat.reset()
         return ws
 
     @staticmethod
@@ -259,8 +270,6 @@ class PlayServer:
 
     def _hello(self, viewer: Viewer) -> dict[str, Any]:
         cfg = self.session.lineup.config
-        from agents.registry import SCRIPTED
-
         return {"type": "hello", "step_s": PLAY_STEP_S, "arena_half_width_m": cfg.arena_half_width_m,
                 "scenarios": list(SCENARIOS), "agents": ["human", *SCRIPTED],
                 "lineup": {"red": self.session.lineup.specs[0], "blue": self.session.lineup.specs[1],
@@ -329,8 +338,6 @@ class PlayServer:
 
     async def _choose(self, viewer: Viewer, red: str, blue: str, scenario: str) -> None:
         if not viewer.local:
-            from agents.registry import SCRIPTED
-
             allowed = {"human", *SCRIPTED, *self.started_specs}
             for spec in (red, blue):
                 if spec not in allowed:
@@ -342,8 +349,8 @@ class PlayServer:
         try:
             loop = asyncio.get_running_loop()
             lineup: Lineup = await loop.run_in_executor(None, build_lineup, red, blue, scenario, self.seed, self.max_time_s)
-        except ValueError as exc:
-            raise ProtocolError(" ".join(str(exc).split())) from None
+        except Exception as exc:  # a plug-in agent's constructor may raise anything
+            raise ProtocolError(one_line(exc)) from None
         finally:
             self._choosing = False
         self.session.apply(lineup)
@@ -351,32 +358,3 @@ class PlayServer:
             other.held = {s for s in other.held if self.session.human_seat(s) is not None}
         for other in self.viewers:
             other.post(self._hello(other))
-
-
-async def start_site(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, int]:
-    """Serve ``app`` on ``host:port``, or when that port is busy on the first free one of the
-    next :data:`FALLBACK_TRIES`, saying so; port 0 takes any free port. A busy range or an
-    address that is not this machine's raises :class:`ServeError`."""
-    runner = web.AppRunner(app, handle_signals=False, access_log=None)
-    await runner.setup()
-    candidates = [port] + ([p for p in range(port + 1, port + 1 + FALLBACK_TRIES) if p <= 65535] if port else [])
-    for candidate in candidates:
-        site = web.TCPSite(runner, host, candidate)
-        try:
-            await site.start()
-        except OSError as exc:
-            if exc.errno not in (errno.EADDRINUSE, errno.EACCES):
-                await runner.cleanup()
-                reason = os.strerror(exc.errno).lower() if exc.errno else " ".join(str(exc).split())
-                raise ServeError(f"cannot serve the page on {host}:{candidate}: {reason} "
-                                 "(--host must be an address of this machine: 127.0.0.1 for it alone, 0.0.0.0 "
-                                 "for every interface)") from None
-            continue
-        taken = runner.addresses[-1][1] if runner.addresses else candidate
-        if candidate != port:
-            log.warning("port %d on %s is busy; serving on %s:%d instead", port, host, host, taken)
-        return runner, int(taken)
-    await runner.cleanup()
-    tried = f"ports {candidates[0]}..{candidates[-1]}" if len(candidates) > 1 else f"port {port}"
-    raise ServeError(f"cannot serve the page: {tried} on {host} already in use; "
-                     "pass --port with a free port, or --port 0 for any free port")

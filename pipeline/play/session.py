@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -112,7 +112,6 @@ class SessionView:
     state: SimState
     config: SimConfig
     t: float
-    frame: dict[str, Any] = field(default_factory=dict)
 
 
 class Session:
@@ -186,10 +185,6 @@ class Session:
 
     # ------------------------------------------------------------------ stepping
 
-    @property
-    def running(self) -> bool:
-        return not self.paused
-
     def step(self) -> None:
         """Advance the fight by one step, or after a round's end, once its final frame has
         been shown for :data:`ROUND_GAP_S`, start the next round."""
@@ -231,11 +226,11 @@ class Session:
                 self._events.append({"kind": "launch", "side": name, "t": t})
             for _ in range(int(hits[side])):
                 self._events.append({"kind": "hit", "side": name, "t": t})
-        s = self._shown
+        active = self._shown.m_active[..., 0].tolist()
         for side, name in enumerate(SIDES):
-            for slot in range(s.m_active.shape[1]):
+            for slot, on in enumerate(active[side]):
                 key = f"{name}-{slot}"
-                if bool(s.m_active[side, slot, 0]):
+                if on:
                     self._missiles_seen.add(key)
                 elif key in self._missiles_seen:
                     self._missiles_seen.discard(key)

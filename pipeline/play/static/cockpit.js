@@ -142,7 +142,7 @@ function drawHud(state) {
   const hud = state.hud || {};
   const lines = [];
   for (const f of state.fighters) {
-    const mark = f.side === hud.seat ? "▸" : " ";
+    const mark = page.held.includes(f.side) ? "▸" : " ";
     lines.push(`${mark}${f.side.padEnd(5)} ${f.alive ? `${f.speed.toFixed(0).padStart(4)} m/s` : "  down  "}  missiles ${f.missiles_left}${f.fire_ready ? "  ready" : ""}`);
   }
   for (const [key, value] of Object.entries(hud)) {
@@ -240,7 +240,10 @@ for (const button of document.querySelectorAll("#touch button")) {
 
 $("pause").onclick = () => send({ type: "control", action: page.last && page.last.paused ? "resume" : "pause" });
 $("restart").onclick = () => send({ type: "control", action: "restart" });
-$("time-scale").onchange = (e) => send({ type: "control", action: "time_scale", value: Number(e.target.value) });
+$("time-scale").onchange = (e) => {
+  send({ type: "control", action: "time_scale", value: Number(e.target.value) });
+  e.target.blur(); // the keys fly again at once
+};
 $("menu-toggle").onclick = () => { $("menu").hidden = !$("menu").hidden; };
 $("menu").onsubmit = (e) => {
   e.preventDefault();
@@ -329,7 +332,10 @@ function draw(now) {
 }
 
 function drawGrid(cam, scale, toScreen, W, H, ratio) {
-  const step = 10 ** Math.floor(Math.log10(cam.span / 4));
+  // About eight lines across the view, at 1, 2 or 5 times a power of ten.
+  const raw = cam.span / 8;
+  const power = 10 ** Math.floor(Math.log10(raw));
+  const step = [1, 2, 5, 10].map((k) => k * power).find((s) => s >= raw);
   ctx.strokeStyle = "#1f2630";
   ctx.lineWidth = 1;
   const x0 = Math.floor((cam.cx - W / 2 / scale) / step) * step;
