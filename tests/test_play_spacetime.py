@@ -184,3 +184,18 @@ def test_tables_are_built_in_a_thread_and_shared_across_scenarios() -> None:
     assert not builder.is_alive()
     ready = spacetime.payload(view, "red")
     assert ready is not None and ready["spacetime"]["seat"] == "red"
+
+
+def test_fights_on_other_scenarios_use_the_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A config that differs only in scenario and time limit is looked up, never integrated."""
+    from pipeline.play import path_tables
+
+    spacetime.warm(CONFIG)
+
+    def integrate(*args: object) -> None:
+        raise AssertionError("a path was integrated step by step instead of looked up")
+
+    monkeypatch.setattr(path_tables, "target_paths", integrate)
+    monkeypatch.setattr(path_tables, "hold_path", integrate)
+    p = spacetime.frame_payload(make_frame(), CONFIG.replace(scenario="head_on", max_time_s=90.0), 0)
+    assert p is not None and p["threat_escape"] is not None

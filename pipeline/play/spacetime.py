@@ -22,9 +22,10 @@ around the origin (so every bearing's path is a table row) and rotated into plac
 
 The output is compact, a few KB of JSON: region slices every ``SLICE_S`` seconds with
 ``BEARINGS + 1`` points each, paths every ``PATH_STEP_S``, all as integers in units of
-``UNIT_M`` relative to ``origin`` (the own fighter). One call costs a few milliseconds on one
-core once the tables are built (``bench/play_spacetime.py`` measures it); the tables take a
-few seconds, once per process and config (:func:`warm`).
+``UNIT_M`` relative to ``origin`` (the own fighter). One call costs some 24 ms on one loaded
+core once the tables are built, against over 700 ms step by step (``bench/play_spacetime.py``);
+the tables take a few seconds, once per process and physics config (:func:`warm`,
+:func:`reach_if_ready`).
 """
 
 from __future__ import annotations
@@ -170,7 +171,7 @@ def frame_payload(frame: Mapping[str, np.ndarray], config: SimConfig, own: int,
         if ammo[launcher] <= 0:
             return None
         # Target heading along +x around the origin, then rotated by its heading and moved.
-        rx, ry = threat_region(r.tables, config, (0.0, 0.0), speed[launcher], 0.0, speed[target], escape,
+        rx, ry = threat_region(r.tables, r.config, (0.0, 0.0), speed[launcher], 0.0, speed[target], escape,
                                r.slices, BEARINGS, r.target_paths)
         c, s = math.cos(heading[target]), math.sin(heading[target])
         wx, wy = x[launcher] + rx * c - ry * s, y[launcher] + rx * s + ry * c
@@ -179,7 +180,7 @@ def frame_payload(frame: Mapping[str, np.ndarray], config: SimConfig, own: int,
     def paths(s: int) -> dict[str, list[int]]:
         hx, hy = r.hold_paths.path(x[s], y[s], vx[s], vy[s], float(frame["f_rudder"][s]),
                                    float(frame["f_throttle"][s]), r.steps)
-        ex, ey = escape_path(config, x[s], y[s], vx[s], vy[s], (x[1 - s], y[1 - s]), r.steps, r.target_paths)
+        ex, ey = escape_path(r.config, x[s], y[s], vx[s], vy[s], (x[1 - s], y[1 - s]), r.steps, r.target_paths)
         return {"hold": _ints(hx, ox) + _ints(hy, oy), "escape": _ints(ex, ox) + _ints(ey, oy)}
 
     summary = reach_summary(r.tables, (x[own], y[own]), (vx[own], vy[own]), (x[e], y[e]), (vx[e], vy[e]))
