@@ -114,3 +114,19 @@ def test_bad_seek_messages_are_refused_with_one_line(text: str, message: str) ->
     assert str(refused.value).startswith(message) and "\n" not in str(refused.value)
     good = parse_message('{"type": "seek", "replay": "ab12", "t": 3, "seat": "blue"}')
     assert good.type == "seek" and good.fields == {"replay": "ab12", "t": 3.0, "seat": "blue"}
+
+
+def test_a_damaged_replay_on_the_command_line_is_one_line_and_exit_2(fight: Path, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    cut = tmp_path / "cut.replay"
+    cut.write_bytes(fight.read_bytes()[:300])
+    before = sorted(p.name for p in tmp_path.iterdir())
+    done = subprocess.run([sys.executable, "-m", "pipeline.play", "--port", "0", "--replay", str(cut)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {cut}: truncated"), done.stderr
+    assert "cockpit:" not in done.stdout  # nothing was served
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
