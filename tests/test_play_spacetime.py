@@ -151,21 +151,28 @@ def test_payload_of_a_running_sim() -> None:
     actions = torch.tensor([[[1, 2, 0], [0, 1, 0]]])
     sim.step(actions)
     t = float(sim.state.physics_steps[0]) * CONFIG.dt_s
+    own = 1
+    origin = [float(sim.state.f_px[own, 0]), float(sim.state.f_py[own, 0])]
+    # The first call starts the computation in the worker and returns at once, without a graph.
+    assert spacetime.payload(View(sim.state, CONFIG, t), "blue") is None
+    spacetime.settle()
     first = spacetime.payload(View(sim.state, CONFIG, t), "blue")
     assert first is not None and set(first) == {"spacetime", "hud"}
     graph = first["spacetime"]
-    assert graph["seat"] == "blue" and graph["t"] == t
-    own = 1
-    assert graph["origin"] == [float(sim.state.f_px[own, 0]), float(sim.state.f_py[own, 0])]
+    assert graph["seat"] == "blue" and graph["t"] == t and graph["origin"] == origin
     assert first["hud"]["missiles_left"] == int(sim.state.f_ammo[own, 0])
-    # Within REFRESH_S the same graph is sent again; after it, a new one.
-    again = spacetime.payload(View(sim.state, CONFIG, t + spacetime.REFRESH_S / 2), "blue")
-    assert again is not None and again["spacetime"] is graph
+    # Computed from a copy of the frame: stepping the sim on does not change it.
     sim.step(actions)
+    # Within REFRESH_S the same graph is sent again, nothing computed; after it, a new one.
+    again = spacetime.payload(View(sim.state, CONFIG, t + spacetime.REFRESH_S / 2), "blue")
+    assert again is not None and again["spacetime"] is graph and graph["origin"] == origin
     later = t + spacetime.REFRESH_S
+    stale = spacetime.payload(View(sim.state, CONFIG, later), "blue")
+    assert stale is not None and stale["spacetime"] is graph  # the new one is being computed
+    spacetime.settle()
     fresh = spacetime.payload(View(sim.state, CONFIG, later), "blue")
     assert fresh is not None and fresh["spacetime"]["t"] == later
-    assert fresh["spacetime"]["origin"] != graph["origin"]
+    assert fresh["spacetime"]["origin"] == [float(sim.state.f_px[own, 0]), float(sim.state.f_py[own, 0])] != origin
     with pytest.raises(ValueError, match="seat must be one of"):
         spacetime.payload(View(sim.state, CONFIG, t), "green")
 
@@ -182,6 +189,8 @@ def test_tables_are_built_in_a_thread_and_shared_across_scenarios() -> None:
     builder = spacetime._builders[spacetime.physics_of(other)]
     builder.join(timeout=600)
     assert not builder.is_alive()
+    assert spacetime.payload(view, "red") is None  # ready: the first graph is being computed
+    spacetime.settle()
     ready = spacetime.payload(view, "red")
     assert ready is not None and ready["spacetime"]["seat"] == "red"
 

@@ -34,6 +34,7 @@ import logging
 import math
 import threading
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -217,42 +218,58 @@ def frame_payload(frame: Mapping[str, np.ndarray], config: SimConfig, own: int,
 
 @dataclass
 class _Shown:
-    """The last graph computed for one seat, and what it was computed from."""
+    """One seat's graph: the moment it was asked for, the computation under way, the result."""
 
     t: float
     ammo: tuple[int, ...]
     alive: tuple[bool, ...]
-    graph: dict[str, Any] | None
+    pending: Future[dict[str, Any] | None]
+    graph: dict[str, Any] | None = None
+    """The last graph computed (None: none yet, or a fighter is down)."""
 
 
 _shown: dict[tuple[str, SimConfig], _Shown] = {}
+_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spacetime")
 
 
 def payload(session_state: SessionState, seat: str) -> dict[str, Any] | None:
-    """The state message's ``spacetime`` entry and the HUD's reach figures (``hud``) of the
-    fight's current frame for the pilot in ``seat`` (``red`` or ``blue``); None when a fighter
-    is destroyed.
+    """The state message's ``spacetime`` entry and the HUD's reach figures (``hud``) for the
+    pilot in ``seat`` (``red`` or ``blue``); None when a fighter is destroyed, or before the
+    first graph of a fight is ready.
 
-    The graph is recomputed when the fight's time has moved ``REFRESH_S`` on (or back) since
-    the last one for this seat and config, or a launch or a kill happened; in between the last
-    one is sent again (its ``t`` says which moment it shows). At 20 states a second that is one
-    computation in every ten.
+    Never waits: the graph is computed in a worker thread, from a copy of the frame, when the
+    fight's time has moved ``REFRESH_S`` on (or back) since the last one for this seat and
+    config, or a launch or a kill happened, and each call returns the newest finished one (its
+    ``t`` says which moment it shows). At 20 states a second that is one computation in every
+    ten, and the fight's clock is held up by none. While the tables for the config are being
+    built (:func:`reach_if_ready`, the first seconds of a fight on a new config) there is none.
     """
     if seat not in SEATS:
         raise ValueError(f"seat must be one of {SEATS}, got {seat!r}")
     state, config, t = session_state.state, session_state.config, float(session_state.t)
     reach = reach_if_ready(config)
     if reach is None:
-        return None  # the tables are being built
+        return None
     ammo = tuple(int(v) for v in state.f_ammo[:, 0].tolist())
     alive = tuple(bool(v) for v in state.f_alive[:, 0].tolist())
     key = (seat, config)
     last = _shown.get(key)
-    if last is None or not (last.t <= t < last.t + REFRESH_S) or last.ammo != ammo or last.alive != alive:
-        frame = frame_from_state(state, 0, config)
+    if last is not None and last.pending.done():
+        last.graph = last.pending.result()
+    due = last is None or not (last.t <= t < last.t + REFRESH_S) or last.ammo != ammo or last.alive != alive
+    if due and (last is None or last.pending.done()):
+        frame = frame_from_state(state, 0, config)  # a host copy: the sim steps on meanwhile
         frame["t_s"] = np.float64(t)
-        last = _Shown(t, ammo, alive, frame_payload(frame, config, SEATS.index(seat), reach))
+        pending = _worker.submit(frame_payload, frame, config, SEATS.index(seat), reach)
+        last = _Shown(t, ammo, alive, pending, last.graph if last is not None else None)
         _shown[key] = last
-    if last.graph is None:
+    if last is None or last.graph is None:
         return None
     return {"spacetime": last.graph, "hud": last.graph["hud"]}
+
+
+def settle() -> None:
+    """Wait for the graphs being computed (for tests and benchmarks; :func:`payload` never
+    waits)."""
+    for shown in list(_shown.values()):
+        shown.pending.result()

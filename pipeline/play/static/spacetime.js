@@ -54,6 +54,23 @@ function points(flat, unitKm) {
   return out;
 }
 
+// Every material the graph uses, made once: a material disposed and made again would have its
+// shader program compiled again, which software WebGL takes long over.
+function makeMaterials() {
+  const basic = (color) => new THREE.LineBasicMaterial({ color });
+  const dashed = (color) => new THREE.LineDashedMaterial({ color, dashSize: 1.5, gapSize: 1.2 });
+  const surface = (opacity) => new THREE.MeshBasicMaterial({
+    color: COLORS.threat, transparent: true, opacity, side: THREE.DoubleSide, depthWrite: false,
+  });
+  return {
+    fill: surface(0.22), skin: surface(0.12), threat: basic(COLORS.threat), threatDashed: dashed(COLORS.threat),
+    ownReach: basic(COLORS.ownReach), "own-hold": basic(COLORS.ownPath), "own-escape": dashed(COLORS.ownPath),
+    "enemy-hold": basic(COLORS.enemyPath), "enemy-escape": dashed(COLORS.enemyPath),
+    ownDot: new THREE.MeshBasicMaterial({ color: COLORS.ownPath }),
+    enemyDot: new THREE.MeshBasicMaterial({ color: COLORS.enemyPath }),
+  };
+}
+
 function fmt(v, digits = 1) {
   return Number.isFinite(v) ? v.toFixed(digits) : "-";
 }
@@ -69,7 +86,7 @@ export class SpacetimeView {
     const w = Math.max(el.clientWidth, 200);
     const h = Math.max(el.clientHeight, 200);
     try {
-      this.renderer = new THREE.WebGLRenderer({ antialias: true, preserveDrawingBuffer: true });
+      this.renderer = new THREE.WebGLRenderer({ antialias: true });
     } catch (err) {
       el.textContent = "The 3-D spacetime graph needs WebGL, which this browser does not offer.";
       throw err;
@@ -96,6 +113,7 @@ export class SpacetimeView {
     this.controls.addEventListener("change", () => this.render());
     this.controls.update();
     this.scene.add(this.frameObjects());
+    this.materials = makeMaterials();
     this.resizeObserver = new ResizeObserver(() => this.resize());
     this.resizeObserver.observe(el);
     this.showHud(null);
@@ -160,10 +178,8 @@ export class SpacetimeView {
     this.payload = payload;
     if (this.group) {
       this.scene.remove(this.group);
-      this.group.traverse((o) => {
-        if (o.geometry) o.geometry.dispose();
-        if (o.material) o.material.dispose();
-      });
+      // Geometries only: the materials stay, so their shader programs are compiled once.
+      this.group.traverse((o) => { if (o.geometry) o.geometry.dispose(); });
       this.group = null;
     }
     this.showHud(payload);
@@ -178,15 +194,7 @@ export class SpacetimeView {
     const g = new THREE.Group();
     const unitKm = p.unit_m / 1000;
     const z = (t) => (t / p.horizon_s) * HEIGHT_KM;
-    const fill = new THREE.MeshBasicMaterial({
-      color: COLORS.threat, transparent: true, opacity: 0.22, side: THREE.DoubleSide, depthWrite: false,
-    });
-    const skin = new THREE.MeshBasicMaterial({
-      color: COLORS.threat, transparent: true, opacity: 0.12, side: THREE.DoubleSide, depthWrite: false,
-    });
-    const outline = (color, dashed) => (dashed
-      ? new THREE.LineDashedMaterial({ color, dashSize: 1.5, gapSize: 1.2 })
-      : new THREE.LineBasicMaterial({ color }));
+    const m = this.materials;
     const ring = (pts, t, material) => {
       const geom = new THREE.BufferGeometry().setFromPoints(pts.map(([x, y]) => new THREE.Vector3(x, y, z(t))));
       const line = new THREE.Line(geom, material);
@@ -199,30 +207,28 @@ export class SpacetimeView {
     escape.forEach((pts, k) => {
       const t = p.slice_t[k];
       const shape = new THREE.Shape(pts.map(([x, y]) => new THREE.Vector2(x, y)));
-      const mesh = new THREE.Mesh(new THREE.ShapeGeometry(shape), fill);
+      const mesh = new THREE.Mesh(new THREE.ShapeGeometry(shape), m.fill);
       mesh.position.z = z(t);
       g.add(mesh);
-      g.add(ring(pts, t, outline(COLORS.threat, false)));
-      if (k > 0) g.add(this.skin(escape[k - 1], pts, z(p.slice_t[k - 1]), z(t), skin));
+      g.add(ring(pts, t, m.threat));
+      if (k > 0) g.add(this.skin(escape[k - 1], pts, z(p.slice_t[k - 1]), z(t), m.skin));
     });
-    slices("threat_straight").forEach((pts, k) => g.add(ring(pts, p.slice_t[k], outline(COLORS.threat, true))));
-    slices("own_reach").forEach((pts, k) => g.add(ring(pts, p.slice_t[k], outline(COLORS.ownReach, false))));
+    slices("threat_straight").forEach((pts, k) => g.add(ring(pts, p.slice_t[k], m.threatDashed)));
+    slices("own_reach").forEach((pts, k) => g.add(ring(pts, p.slice_t[k], m.ownReach)));
 
-    for (const [who, color] of [["own", COLORS.ownPath], ["enemy", COLORS.enemyPath]]) {
-      const paths = p.paths[who];
-      for (const [kind, dashed] of [["hold", false], ["escape", true]]) {
-        const pts = points(paths[kind], unitKm);
+    for (const who of ["own", "enemy"]) {
+      for (const kind of ["hold", "escape"]) {
+        const pts = points(p.paths[who][kind], unitKm);
         const geom = new THREE.BufferGeometry().setFromPoints(
           pts.map(([x, y], i) => new THREE.Vector3(x, y, z(p.path_t[i]))));
-        const line = new THREE.Line(geom, outline(color, dashed));
-        if (dashed) line.computeLineDistances();
+        const line = new THREE.Line(geom, m[`${who}-${kind}`]);
+        if (kind === "escape") line.computeLineDistances();
         g.add(line);
       }
     }
     for (const f of p.fighters) {
       const own = f.side === p.seat;
-      const dot = new THREE.Mesh(new THREE.SphereGeometry(1.4, 12, 8),
-        new THREE.MeshBasicMaterial({ color: own ? COLORS.ownPath : COLORS.enemyPath }));
+      const dot = new THREE.Mesh(new THREE.SphereGeometry(1.4, 12, 8), own ? m.ownDot : m.enemyDot);
       dot.position.set(f.x * unitKm, f.y * unitKm, 0);
       g.add(dot);
     }
