@@ -40,7 +40,7 @@ def test_good_messages_parse():
 @pytest.mark.parametrize("text, message", [
     ("{not json", "message is not JSON"),
     ("[1, 2]", "message must be a JSON object, got list"),
-    ('{"type": "fly"}', 'unknown message type "fly": expected one of input, control, take_seat, choose'),
+    ('{"type": "fly"}', 'unknown message type "fly": expected one of input, control, take_seat, choose, seek'),
     ('{"type": "input", "seat": "red", "rudder": 2, "throttle": 1, "fire": false}',
      "input 'rudder' must be one of -1, 0, 1, got 2"),
     ('{"type": "input", "seat": "red", "rudder": true, "throttle": 1, "fire": false}',

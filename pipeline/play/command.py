@@ -3,6 +3,7 @@
 ``--red SPEC --blue SPEC`` (``human`` or any agent spec: a scripted name, a checkpoint file,
 folder or run directory, a league snapshot, ``package.module:Class``), ``--scenario``,
 ``--follow RUN`` (fly the newest checkpoint of a training run, switching to each new one),
+``--replay FILE`` (open a recorded fight in the page, :mod:`pipeline.play.replays`),
 ``--host`` / ``--port``. A bad spec or option is one line on stderr and exit status 2, before
 anything is served.
 """
@@ -21,6 +22,7 @@ import torch
 from core.command import CommandParser, run_command
 from monitoring.exporter import open_to_network
 from pipeline.play.follow import Follower
+from pipeline.play.replay_routes import ReplayService
 from pipeline.play.seats import HUMAN, SIDES
 from pipeline.play.session import DEFAULT_OPPONENT, SCENARIOS, Session, build_lineup
 
@@ -45,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-time", type=float, metavar="SECONDS", help="a round's time limit in sim seconds "
                    "(default: the simulator's)")
     p.add_argument("--seed", type=int, default=0, help="seed of the starting positions and of the agents")
+    p.add_argument("--replay", metavar="FILE", help="open the recorded fight FILE in the page: timeline, "
+                   "play, pause, speed, stepping, the spacetime graph of each moment (the live fight starts "
+                   "paused)")
     p.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST}; "
                    "0.0.0.0 shares the page with the network)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any free port)")
@@ -75,7 +80,12 @@ def main(argv: list[str] | None = None) -> None:
         seat = lineup.seats[SIDES.index(args.follow_seat)]
         follower.decide_every = getattr(seat, "decide_every", 1)
     session = Session(lineup, seed=args.seed)
-    server = PlayServer(session, seed=args.seed, max_time_s=args.max_time, follower=follower, hook=spacetime_hook())
+    replays = ReplayService()
+    if args.replay is not None:
+        replays.opening = replays.shelf.open_path(args.replay)
+        session.paused = True
+    server = PlayServer(session, seed=args.seed, max_time_s=args.max_time, follower=follower, hook=spacetime_hook(),
+                        replays=replays)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     logging.getLogger("aiohttp").setLevel(logging.ERROR)
     _run(serve(server, args.host, args.port, specs))
@@ -89,6 +99,10 @@ async def serve(server: PlayServer, host: str, port: int, specs: dict[str, str])
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{taken}/"
     print(f"cockpit: {url}  (red: {specs['red']}, blue: {specs['blue']}; Ctrl-C stops)", flush=True)
+    if server.replays.opening is not None:
+        info = server.replays.opening.info()
+        print(f"  replay: {info['file']} ({info['agents']['red']} vs {info['agents']['blue']}, "
+              f"{info['duration']:.1f} s, {info['frames']} frames)", flush=True)
     if all(spec == HUMAN for spec in specs.values()):
         print(f"  one keyboard: {url}  two browsers: {url}?seat=red and {url}?seat=blue", flush=True)
     if open_to_network(host):

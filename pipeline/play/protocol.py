@@ -123,3 +123,28 @@ def _choose(msg: dict[str, Any]) -> dict[str, Any]:
 
 
 _CHECKS = {"input": _input, "control": _control, "take_seat": _take_seat, "choose": _choose}
+
+
+# ---------------------------------------------------------------- replays (pipeline/play/replays.py)
+# {"type": "seek", "replay": NAME, "t": SECONDS, "seat": "red"|"blue"}: the moment ``t`` of the
+# open replay NAME (from its replay_info message), seen from ``seat``; answered by a state message.
+
+REPLAY_NAME_MAX_CHARS = 64
+"""The longest replay name a ``seek`` message may carry (names are 16 hex digits)."""
+
+_FIELDS["seek"] = ("type", "replay", "t", "seat")
+
+
+def _seek(msg: dict[str, Any]) -> dict[str, Any]:
+    name = msg.get("replay")
+    if not isinstance(name, str) or not 0 < len(name) <= REPLAY_NAME_MAX_CHARS:
+        raise ProtocolError(f"seek 'replay' must be the name of an open replay (from replay_info), got "
+                            f"{json.dumps(name)[:80]}")
+    t = msg.get("t")
+    if not isinstance(t, int | float) or isinstance(t, bool) or not abs(t) < 1e9:
+        raise ProtocolError(f"seek 't' must be a number of seconds, got {json.dumps(t)[:80]}")
+    seat = _one_of(msg, "seat", ("red", "blue"), "seek")
+    return {"replay": name, "t": float(t), "seat": seat}
+
+
+_CHECKS["seek"] = _seek

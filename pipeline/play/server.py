@@ -25,6 +25,7 @@ from aiohttp import WSMsgType, web
 from agents.registry import SCRIPTED
 from pipeline.play.follow import Follower
 from pipeline.play.protocol import MAX_MESSAGE_BYTES, Message, ProtocolError, parse_message
+from pipeline.play.replay_routes import ReplayService
 from pipeline.play.seats import SIDES, build_seat
 from pipeline.play.session import PLAY_STEP_S, SCENARIOS, Lineup, Session, SessionView, build_lineup
 
@@ -89,8 +90,10 @@ class PlayServer:
     """The fight and everyone watching it."""
 
     def __init__(self, session: Session, seed: int = 0, max_time_s: float | None = None,
-                 follower: Follower | None = None, hook: Hook | None = None) -> None:
+                 follower: Follower | None = None, hook: Hook | None = None,
+                 replays: ReplayService | None = None) -> None:
         self.session = session
+        self.replays = replays if replays is not None else ReplayService()
         self.seed = seed
         self.max_time_s = max_time_s
         self.follower = follower
@@ -111,6 +114,7 @@ class PlayServer:
         app.router.add_get("/state.json", self._state_json)
         app.router.add_get("/stats.json", self._stats_json)
         app.router.add_static("/static/", STATIC_DIR)
+        self.replays.add_routes(app)
         app.on_startup.append(self._start_tasks)
         app.on_cleanup.append(self._stop_tasks)
         return app
@@ -229,6 +233,7 @@ class PlayServer:
         sender = asyncio.create_task(self._sender(viewer))
         try:
             viewer.post(self._hello(viewer))
+            self.replays.greet(viewer)
             if self.latest:
                 viewer.offer(self.latest.get("red", ""))
             async for msg in ws:
@@ -309,6 +314,8 @@ class PlayServer:
             await self._take_seat(viewer, f["seat"])
         elif message.type == "choose":
             await self._choose(viewer, f["red"], f["blue"], f["scenario"])
+        elif message.type == "seek":
+            await self.replays.seek(viewer, f)
 
     def _holder(self, side: str) -> Viewer | None:
         return next((v for v in self.viewers if side in v.held), None)

@@ -19,6 +19,7 @@ sim/reach/spacetime.py), so a picture drawn from it shows exactly what the model
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -36,6 +37,10 @@ from sim.reach.tables import target_paths
 
 F64 = torch.float64
 
+TargetPaths = Callable[[SimConfig, torch.Tensor, torch.Tensor, bool, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+"""A function with :func:`sim.reach.tables.target_paths`' arguments and result (that function,
+or a table of its values)."""
+
 
 def _scalar(v: float) -> torch.Tensor:
     return torch.tensor([float(v)], dtype=F64)
@@ -51,10 +56,13 @@ def threat_region(
     escape: bool,
     times_s: torch.Tensor,
     bearings: int = 144,
+    paths: TargetPaths = target_paths,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Boundary ``x, y`` ``[T, bearings + 1]`` (closed) of the region a missile launched now
     from ``launcher_xy`` has caught, by each time ``[T]``, targets with the given heading and
-    speed flying straight on or (``escape``) turning away (see the module docstring)."""
+    speed flying straight on or (``escape``) turning away (see the module docstring). The
+    bearings are ``2π·k / bearings`` (k = 0 ... bearings); ``paths`` computes the targets'
+    displacements."""
     theta = torch.linspace(0.0, 2 * math.pi, bearings + 1, dtype=F64)
     ux, uy = theta.cos(), theta.sin()
     psi = target_heading_rad - theta  # the target's heading against each line of sight
@@ -63,7 +71,7 @@ def threat_region(
     vt = torch.full((n,), float(target_speed_mps), dtype=F64)
     times = times_s.to(F64)
     reach = reach_by_time(tables, escape, vs, vt, psi.cos(), psi.sin(), times)  # [B, T]
-    along, across = target_paths(config, vt, psi, escape, times)  # [B, T]
+    along, across = paths(config, vt, psi, escape, times)  # [B, T]
     x = launcher_xy[0] + (reach + along) * ux.unsqueeze(1) - across * uy.unsqueeze(1)
     y = launcher_xy[1] + (reach + along) * uy.unsqueeze(1) + across * ux.unsqueeze(1)
     return x.t(), y.t()
@@ -88,14 +96,14 @@ def hold_path(
 
 def escape_path(
     config: SimConfig, x: float, y: float, vx: float, vy: float, from_xy: tuple[float, float],
-    times_s: torch.Tensor,
+    times_s: torch.Tensor, paths: TargetPaths = target_paths,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Positions ``[T]`` of a fighter flying the reach model's escape from a launch at
     ``from_xy``: full rudder and throttle the short way until it flies straight away along the
-    line of sight at launch, then straight on."""
+    line of sight at launch, then straight on (``paths`` as in :func:`threat_region`)."""
     theta = math.atan2(y - from_xy[1], x - from_xy[0])
     psi = _scalar(math.atan2(vy, vx) - theta)
-    along, across = target_paths(config, _scalar(math.hypot(vx, vy)), psi, True, times_s)
+    along, across = paths(config, _scalar(math.hypot(vx, vy)), psi, True, times_s)
     c, s = math.cos(theta), math.sin(theta)
     return x + along[0] * c - across[0] * s, y + along[0] * s + across[0] * c
 

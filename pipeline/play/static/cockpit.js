@@ -34,6 +34,7 @@ const controls = {
 const trails = new Map();
 let camera = null;
 let spacetimeView = null;
+let replayPanel = null; // ./replay.js: a recorded fight on a timeline
 
 // ---------------------------------------------------------------- connection
 
@@ -59,6 +60,7 @@ function send(message) {
 }
 
 function receive(msg) {
+  if (replayPanel && replayPanel.receive(msg)) return;
   if (msg.type === "state") onState(msg);
   else if (msg.type === "result") onResult(msg);
   else if (msg.type === "error") showMessage(msg.message);
@@ -379,5 +381,8 @@ function drawFighter(f, toScreen, ratio) {
 import("./spacetime.js")
   .then((m) => { spacetimeView = new m.SpacetimeView($("spacetime")); })
   .catch(() => { spacetimeView = null; });
-connect();
+import("./replay.js")
+  .then((m) => { replayPanel = new m.ReplayPanel({ send, showMessage, bar: $("bar") }); })
+  .catch(() => { replayPanel = null; })
+  .finally(connect); // after the panel, so a --replay file's replay_info finds it
 requestAnimationFrame(draw);
