@@ -141,8 +141,10 @@ def chromium(width: int = 1280, height: int = 800, phone: bool = False) -> Itera
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
+    # No GPU: WebGL (the spacetime graph's three.js view) runs on SwiftShader, asked for by name
+    # rather than left to Chromium's deprecated automatic fallback.
     for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                 f"--window-size={width},{height}", "--disable-background-timer-throttling",
+                 "--enable-unsafe-swiftshader", f"--window-size={width},{height}", "--disable-background-timer-throttling",
                  "--disable-renderer-backgrounding", "--disable-backgrounding-occluded-windows"):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
