@@ -15,6 +15,7 @@ from typing import Any, Protocol, TypedDict
 import torch
 
 from agents.base import BaseAgent, RandomAgent
+from agents.champions import CHAMPIONS
 from agents.scripted import CrankAgent, PursuitAgent, ShooterAgent, StraightAgent
 from agents.tactics import is_tactic_spec, make_tactic
 from core.plugins import load_object
@@ -29,6 +30,9 @@ SCRIPTED: dict[str, type[BaseAgent]] = {
     "random": RandomAgent,
 }
 """Scripted agents by name."""
+
+AGENT_NAMES: tuple[str, ...] = (*SCRIPTED, *CHAMPIONS)
+"""Every agent a bare name builds: the scripted ones, then the packaged champions."""
 
 CHECKPOINT_SUFFIXES = (".pt", ".pth")
 """File suffixes that make a spec a checkpoint."""
@@ -96,6 +100,8 @@ def make_agent(
       (``random`` uses ``seed``; the others use ``sim_config`` for their missile tables);
     - a tactic of the library, ``tactic:NAME`` or ``tactic:NAME?random`` (``?train``,
       ``?heldout``): :mod:`agents.tactics` (randomised ones draw with ``seed``);
+    - a champion's name (``ace``; ``agents.champions``): its packaged policy file, built by
+      ``load_checkpoint`` as a checkpoint is (without ``load_checkpoint`` a ``ValueError``);
     - a checkpoint (a ``.pt`` / ``.pth`` file, a folder, or with ``load_checkpoint`` any path
       without a ``:``), built by ``load_checkpoint`` with ``seed``, ``deterministic`` and the
       simulator's configuration (``sim_config``, else one of ``action_mode``); without
@@ -114,6 +120,11 @@ def make_agent(
     }
     if spec in SCRIPTED:
         return _construct(SCRIPTED[spec], kwargs, spec)
+    if spec in CHAMPIONS:
+        if load_checkpoint is None:
+            raise ValueError(f"agent {spec!r} is a packaged policy ({CHAMPIONS[spec]}): it is loaded "
+                             "by pipeline.config.specs.build_agent, not agents.registry.make_agent")
+        spec = str(CHAMPIONS[spec])
     if is_tactic_spec(spec):
         return make_tactic(spec, num_envs, layout, device, seed=seed, action_mode=action_mode,
                            sim_config=sim_config)
@@ -133,7 +144,7 @@ def make_agent(
             raise ValueError(f"{spec!r} is not a class or factory")
         return _construct(factory, kwargs, spec)
     raise ValueError(
-        f"unknown agent {spec!r}: expected one of {', '.join(SCRIPTED)}, a tactic 'tactic:NAME', a checkpoint path "
+        f"unknown agent {spec!r}: expected one of {', '.join(AGENT_NAMES)}, a tactic 'tactic:NAME', a checkpoint path "
         "(.pt file or folder with latest.pt; pipeline.config.specs.build_agent loads those) or an "
         "import path 'package.module:ClassName'"
     )

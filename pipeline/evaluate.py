@@ -3,8 +3,8 @@
 ``python -m pipeline.evaluate --agent A --opponents straight,pursuit,shooter,crank --episodes 1000``
 plays ``A`` against each opponent and prints win / draw / loss rates with Wilson 95% intervals
 and the mean episode length; ``--round-robin A,B,C`` plays every pair and rates all entrants by a
-maximum-likelihood Bradley–Terry (Elo) fit. An entrant is a scripted name, a checkpoint (file,
-checkpoints folder or run directory) or an import path ``package.module:ClassName`` (see
+maximum-likelihood Bradley–Terry (Elo) fit. An entrant is a scripted name, a champion (``ace``), a
+checkpoint (file, checkpoints folder or run directory) or an import path ``package.module:ClassName`` (see
 :func:`pipeline.config.specs.build_agent`). Bad input (an unusable entrant, device or ``--json`` path)
 is found before the first match and reported as one line, exit status 2.
 
@@ -51,7 +51,7 @@ def _split(text: str) -> list[str]:
 def build_parser() -> argparse.ArgumentParser:
     """The command line of ``python -m pipeline.evaluate``."""
     p = CommandParser(prog="python -m pipeline.evaluate", description=__doc__.split("\n\n")[0])
-    p.add_argument("--agent", help="agent under test: scripted name, checkpoint path or module:Class")
+    p.add_argument("--agent", help="agent under test: scripted name, champion (ace), checkpoint path or module:Class")
     p.add_argument("--opponents", default="straight,pursuit,shooter,crank", help="comma-separated opponents")
     p.add_argument("--round-robin", metavar="A,B,C", help="play every pair and fit Bradley–Terry ratings "
                    "(a league folder RUN/league stands for its snapshots and anchors)")

@@ -1,5 +1,5 @@
 """``bench/learn_league.py --quick``: the whole bench (league training in parts, curve rows, the
-final evaluation, the round robin with the pool) runs and prints its RESULT line."""
+final evaluation, the round robin with the pool, the exploiter) runs and prints its RESULT line."""
 
 from __future__ import annotations
 
@@ -20,16 +20,18 @@ def test_the_league_bench_runs_end_to_end(tmp_path):
                           cwd=REPO, capture_output=True, text=True, timeout=900)
     out = done.stdout + done.stderr
     assert done.returncode == 0, out
-    result = re.search(r"^RESULT win_crank=([\d.]+) win_random=([\d.]+) win_ladder_min=([\d.]+) "
-                       r"win_heldout_min=([\d.]+) (?:\S+ )*?top_rated=(\S+) ", out, re.M)
-    assert result is not None, out
-    assert all(0.0 <= float(x) <= 1.0 for x in result.groups()[:4])
+    line = re.search(r"^RESULT (.*)$", out, re.M)
+    assert line is not None, out
+    result = dict(kv.split("=", 1) for kv in line[1].split())
+    rates = ("win_crank", "win_random", "win_ladder_min", "win_heldout_min", "exploit_win")
+    assert all(0.0 <= float(result[k]) <= 1.0 for k in rates), result
+    assert result["top_rated"], result
     # Every held-out tactic on a line of its own, its lowest win rate the RESULT's.
-    rates = re.search(r"^\s+held-out: (.*)$", out, re.M)
-    assert rates is not None, out
-    pairs = rates[1].split()
+    held = re.search(r"^\s+held-out: (.*)$", out, re.M)
+    assert held is not None, out
+    pairs = held[1].split()
     assert pairs[::2] == ["pump", "drag", "late", "notch", "sniper", "skate"], out
-    assert min(float(x) for x in pairs[1::2]) == float(result[4])
+    assert min(float(x) for x in pairs[1::2]) == float(result["win_heldout_min"])
     # Two curve rows, and the round robin entered the scripted agents, a snapshot and the final.
     assert len(re.findall(r"^\s+[\d,]+ steps\s+\d+s\s+crank", out, re.M)) == 2, out
     assert "round robin of 7 " in out, out

@@ -16,6 +16,7 @@ from gymnasium.utils.env_checker import check_env
 
 import sim  # noqa: F401  (registers Midrange-v0)
 from agents.base import RandomAgent
+from agents.policy import PolicyAgent
 from agents.scripted import CrankAgent, StraightAgent
 from learner import ActionSpec, PPOConfig, PPOLearner
 from learner.checkpoint import save_checkpoint
@@ -42,9 +43,11 @@ def checkpoint(tmp_path_factory) -> Path:
     return _save(tmp_path_factory.mktemp("ckpt") / "checkpoints")
 
 
-def test_default_opponent_fires_and_beats_a_random_policy() -> None:
+def test_default_opponent_is_the_champion_and_beats_a_random_policy() -> None:
     env = make_vector_env(16)
-    assert DEFAULT_OPPONENT == "crank" and isinstance(env.opponent, CrankAgent)
+    assert DEFAULT_OPPONENT == "ace" and isinstance(env.opponent, PolicyAgent)
+    # The packaged policy, checked against the env's observation layout on load.
+    assert env.opponent.policy.obs_layout == ObsLayout.from_config(SimConfig()).metadata()
     env.reset(seed=0)
     env.action_space.seed(0)
     winners: list[int] = []
@@ -55,7 +58,7 @@ def test_default_opponent_fires_and_beats_a_random_policy() -> None:
     assert winners.count(1) > winners.count(0), winners
 
 
-@pytest.mark.parametrize("opponent", ["crank", "random", "shooter", "checkpoint", "import path"])
+@pytest.mark.parametrize("opponent", ["crank", "random", "shooter", "ace", "checkpoint", "import path"])
 def test_every_kind_of_opponent_spec_passes_gymnasiums_checks(opponent: str, checkpoint: Path) -> None:
     spec = {"checkpoint": str(checkpoint),
             "import path": "test_pipeline_midrange_gym:make_straight"}.get(opponent, opponent)
@@ -65,7 +68,7 @@ def test_every_kind_of_opponent_spec_passes_gymnasiums_checks(opponent: str, che
         check_env(env.unwrapped, skip_render_check=True)
     built = type(env.unwrapped.opponent).__name__  # type: ignore[attr-defined]
     expected = {"crank": "CrankAgent", "random": "RandomAgent", "shooter": "ShooterAgent",
-                "checkpoint": "PolicyAgent", "import path": "StraightAgent"}[opponent]
+                "ace": "PolicyAgent", "checkpoint": "PolicyAgent", "import path": "StraightAgent"}[opponent]
     assert built == expected
 
 

@@ -18,6 +18,10 @@ from learner.ppo import PPOLearner
 from sim.layout import ObsLayout
 
 _REQUIRED = ("policy_version", "model", "model_kwargs", "optimizer", "shuffle_rng", "config", "rng")
+POLICY_ONLY = "policy"
+"""The ``kind`` of a file holding a policy alone (:mod:`learner.checkpoint.export`): flown and
+evaluated like a checkpoint, never resumed."""
+_REQUIRED_POLICY = ("policy_version", "model", "model_kwargs")
 
 
 def _first_line(exc: BaseException | str, limit: int = 160) -> str:
@@ -65,14 +69,16 @@ def _check_format(path: Path, state: Any) -> None:
     if state["format_version"] != FORMAT_VERSION:
         raise CheckpointError(f"{path} is not a midrange-rl checkpoint of this version (format "
                               f"{state['format_version']!r}; this code reads format {FORMAT_VERSION})")
-    missing = [k for k in _REQUIRED if k not in state]
+    required = _REQUIRED_POLICY if state.get("kind") == POLICY_ONLY else _REQUIRED
+    missing = [k for k in required if k not in state]
     if missing:
         raise CheckpointError(f"checkpoint {path} is incomplete (missing: {', '.join(missing)})")
 
 
 def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """Load a checkpoint's contents with ``weights_only=True``. ``path`` is a file, a
-    checkpoints folder or a run directory (:func:`resolve_checkpoint_path`). A missing, empty,
+    checkpoints folder or a run directory (:func:`resolve_checkpoint_path`); a policy-only file
+    (``kind`` :data:`POLICY_ONLY`) needs only the policy's entries. A missing, empty,
     truncated, corrupt or foreign file raises :class:`CheckpointError`: one line naming the
     file and what is wrong with it."""
     path = resolve_checkpoint_path(path)
@@ -114,6 +120,9 @@ def load_checkpoint(path: str | Path, learner: PPOLearner, expected_layout: dict
     path = resolve_checkpoint_path(path)
     # Read onto the CPU: RNG states must stay there; load_state_dict moves the rest to the device.
     state = read_checkpoint(path, map_location="cpu")
+    if state.get("kind") == POLICY_ONLY:
+        raise CheckpointError(f"checkpoint {path} holds a policy only (no optimizer state): it "
+                              "can fly and be evaluated, not be resumed")
     expected = expected_layout if expected_layout is not None else learner.obs_layout
     saved_layout = state.get("obs_layout")
     if expected is not None and saved_layout is not None and saved_layout != expected:

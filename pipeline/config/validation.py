@@ -6,7 +6,7 @@ import dataclasses
 import importlib.util
 from pathlib import Path
 
-from agents.registry import SCRIPTED, looks_like_checkpoint, names_a_path
+from agents.registry import AGENT_NAMES, looks_like_checkpoint, names_a_path
 from agents.tactics import is_tactic_spec, parse_tactic_spec
 from core.bounds import check_bounds, shown
 from pipeline.config.devices import CUDA_STREAMS_PER_POOL, device_is_cuda
@@ -126,7 +126,7 @@ def _validate_league(config: PipelineConfig) -> None:
 
 
 def check_agent_spec(where: str, spec: str) -> None:
-    """Refuse an agent spec that can build nothing: a bare name that is no scripted agent, or a
+    """Refuse an agent spec that can build nothing: a bare name that is no scripted agent or champion, or a
     checkpoint path where no file or folder is. A ``package.module:Name`` import path is left to
     the build (which reports its errors in one line)."""
     spec = spec.strip()
@@ -136,7 +136,7 @@ def check_agent_spec(where: str, spec: str) -> None:
         except ValueError as exc:
             raise ConfigError(f"{where}: {exc}") from None
         return
-    if spec in SCRIPTED or (":" in spec and not names_a_path(spec)):
+    if spec in AGENT_NAMES or (":" in spec and not names_a_path(spec)):
         return
     try:
         if looks_like_checkpoint(spec) or names_a_path(spec):
@@ -145,5 +145,5 @@ def check_agent_spec(where: str, spec: str) -> None:
             return
     except OSError:  # a name too long for a path
         pass
-    raise ConfigError(f"{where}: unknown agent {shown(spec)}: expected one of {', '.join(SCRIPTED)}, a "
+    raise ConfigError(f"{where}: unknown agent {shown(spec)}: expected one of {', '.join(AGENT_NAMES)}, a "
                       "tactic 'tactic:NAME', a checkpoint path (.pt file or run directory) or an import path 'package.module:ClassName'")

@@ -1,22 +1,27 @@
 """``Midrange-v0`` built from specs: the entry points ``import sim`` registers.
 
-``gymnasium.make("Midrange-v0", opponent="crank", reward="outcome", scenario="random",
+``gymnasium.make("Midrange-v0", opponent="ace", reward="outcome", scenario="random",
 time_scale=1.0)`` lands in :func:`make_env`, ``gymnasium.make_vec("Midrange-v0", num_envs=N,
 vectorization_mode="vector_entry_point", ...)`` in :func:`make_vector_env`. The opponent is any
-agent spec the launcher takes (a scripted name, a checkpoint, ``package.module:factory``) or an
-agent object; the reward any reward spec (``outcome``, ``shaped``, ``outcome+0.1*shaped``, an
-import path). The envs themselves (``sim.envs.gym``) take objects only; specs are resolved here, the
-first floor that sees agents, rewards and the learner (a checkpoint needs the learner to load).
+agent spec the launcher takes (a scripted name, a champion such as ``ace``, a checkpoint,
+``package.module:factory``) or an agent object; the reward any reward spec (``outcome``,
+``shaped``, ``outcome+0.1*shaped``, an import path). The envs themselves (``sim.envs.gym``)
+take objects only; specs are resolved here, the first floor that sees agents, rewards and the
+learner (a checkpoint or a champion needs the learner to load).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import torch
 
 from agents.base import BaseAgent
+from agents.champions import CHAMPIONS
+from learner.checkpoint import read_checkpoint
+from learner.spaces import ActionSpec
 from pipeline.config.specs import build_agent, make_reward
 from rewards.base import BaseReward, step_info
 from sim.batched import StepResult
@@ -24,19 +29,40 @@ from sim.config import SimConfig
 from sim.envs.gym import MidrangeEnv, MidrangeVectorEnv, Opponent, StepReward
 from sim.layout import ObsLayout
 
-__all__ = ["DEFAULT_OPPONENT", "DEFAULT_REWARD", "build_opponent", "build_reward", "make_env",
-           "make_vector_env"]
+__all__ = ["DEFAULT_OPPONENT", "DEFAULT_REWARD", "FALLBACK_OPPONENT", "build_opponent", "build_reward",
+           "default_opponent", "make_env", "make_vector_env"]
 
-DEFAULT_OPPONENT = "crank"
-"""The opponent of ``Midrange-v0`` unless told otherwise: the strongest scripted agent, which
-fires (long shots, crank, defend). A uniformly random policy wins about 8 % against it
-(bench/random_policy.py); against the old default, ``pursuit``, which never fires, it won all."""
+DEFAULT_OPPONENT = "ace"
+"""The opponent of ``Midrange-v0`` unless told otherwise: the packaged champion
+(``agents.champions``), the league bench's fighter, which beats every scripted agent
+(bench/RESULTS.md, "The champion, ace"). Before it the default was ``crank``, the strongest
+scripted agent, and before that ``pursuit``, which never fires."""
+
+FALLBACK_OPPONENT = "crank"
+"""The default opponent of a simulator ``ace`` cannot fly (the continuous action mode, or
+observations of another layout than its own): the strongest scripted agent, which flies any."""
 
 DEFAULT_REWARD = "outcome"
 """Red's reward unless told otherwise: +1 win, −1 loss, 0 otherwise."""
 
-SPEC_KINDS = ("a scripted name (straight, pursuit, shooter, crank, random), a checkpoint "
+SPEC_KINDS = ("a scripted name (straight, pursuit, shooter, crank, random), a champion (ace), a checkpoint "
               "(.pt file, checkpoints folder or run directory) or 'package.module:factory'")
+
+
+@functools.cache
+def _champion_fits(name: str, config: SimConfig) -> bool:
+    """Whether the champion ``name`` was trained on ``config``'s observation layout and actions."""
+    state = read_checkpoint(CHAMPIONS[name])
+    actions = ActionSpec.from_dict(state["model_kwargs"]["action_spec"])
+    return (state.get("obs_layout") == ObsLayout.from_config(config).metadata()
+            and actions == ActionSpec.for_sim(config))
+
+
+def default_opponent(config: SimConfig) -> str:
+    """The opponent ``Midrange-v0`` flies when none is named: :data:`DEFAULT_OPPONENT` where it
+    can fly ``config`` (its observation layout and action mode), else :data:`FALLBACK_OPPONENT`.
+    Named explicitly, ``ace`` on such a simulator is refused in one line."""
+    return DEFAULT_OPPONENT if _champion_fits(DEFAULT_OPPONENT, config) else FALLBACK_OPPONENT
 
 
 class RedReward:
@@ -115,7 +141,7 @@ def _split(config: SimConfig | None, kwargs: dict[str, Any]) -> tuple[SimConfig,
 
 
 def make_env(
-    opponent: str | Opponent = DEFAULT_OPPONENT,
+    opponent: str | Opponent | None = None,
     reward: str | StepReward = DEFAULT_REWARD,
     config: SimConfig | None = None,
     render_mode: str | None = None,
@@ -126,7 +152,8 @@ def make_env(
 
     Args:
         opponent: who flies blue: an agent spec as ``pipeline.launch --opponent`` takes it, or
-            an agent object for one duel. Default ``crank``, which fires.
+            an agent object for one duel. Default (None): ``ace``, the packaged champion, on a
+            simulator it can fly, else ``crank`` (:func:`default_opponent`).
         reward: red's reward: a spec as ``pipeline.launch --reward`` takes it, a
             ``BaseReward`` or a ``StepReward``. Default ``outcome``.
         config: the simulator's settings; ``kwargs`` that are ``SimConfig`` fields go on top of
@@ -137,14 +164,14 @@ def make_env(
             ``reset(seed=s)`` reseeds it from ``s``.
     """
     cfg, env_kwargs = _split(config, kwargs)
-    blue = build_opponent(opponent, 1, cfg, seed=seed)
+    blue = build_opponent(default_opponent(cfg) if opponent is None else opponent, 1, cfg, seed=seed)
     score = build_reward(reward, cfg)
     return MidrangeEnv(cfg, render_mode=render_mode, opponent=blue, reward=score, **env_kwargs)
 
 
 def make_vector_env(
     num_envs: int,
-    opponent: str | Opponent = DEFAULT_OPPONENT,
+    opponent: str | Opponent | None = None,
     reward: str | StepReward = DEFAULT_REWARD,
     config: SimConfig | None = None,
     device: str = "cpu",
@@ -158,7 +185,8 @@ def make_vector_env(
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
     cfg, env_kwargs = _split(config, kwargs)
-    blue = build_opponent(opponent, num_envs, cfg, device, seed=seed)
+    blue = build_opponent(default_opponent(cfg) if opponent is None else opponent, num_envs, cfg,
+                          device, seed=seed)
     score = build_reward(reward, cfg, device)
     return MidrangeVectorEnv(num_envs, cfg, device=device, compile=compile, render_mode=render_mode,
                              opponent=blue, reward=score, **env_kwargs)
