@@ -107,41 +107,45 @@ def _run_rank(job: Job, config: PipelineConfig, resume_from: Path | None) -> Run
     check_resources(config)
     metrics = Metrics()
     parts = build(config, metrics, path)
-    steps_done = 0
-    league_notes: list[str] = []
-    source = str(resume_from) if resume_from is not None else config.run.resume
-    resumed = run_dir_of(source) if source else None
-    fresh = resumed is not None and not any((resumed / "checkpoints").glob("*.pt"))
-    if source and not fresh:
+    try:  # from here a failure must stop what build() started (actor processes, env workers)
+        steps_done = 0
+        league_notes: list[str] = []
+        source = str(resume_from) if resume_from is not None else config.run.resume
+        resumed = run_dir_of(source) if source else None
+        fresh = resumed is not None and not any((resumed / "checkpoints").glob("*.pt"))
+        if source and not fresh:
+            try:
+                ckpt = resolve_checkpoint_path(source)
+                extra = load_checkpoint(ckpt, parts.learner)
+            except ValueError as exc:
+                raise ConfigError(f"run.resume: {exc}") from None
+            if parts.league is not None and resumed is not None:
+                league_notes = resume_league(parts.league, resumed, config)
+            steps_done = int(extra.get("agent_steps", 0))
+            job.after_resume(config.run.seed, steps_done)
+            parts.publisher.publish(parts.learner.policy, parts.learner.policy_version)
+            for actor in parts.actors:
+                actor.sync_weights(parts.publisher)
+        metrics.watch_ring(parts.ring)
+        exporter = None
+        if config.run.metrics_port >= 0:
+            try:
+                exporter = start_exporter(metrics, addr=config.run.metrics_addr,
+                                          port=config.run.metrics_port, port_fallback=True)
+            except MetricsAddressError as exc:
+                raise ConfigError(f"run.metrics_addr (--metrics-addr) {exc.strerror}") from None
+            except (MetricsPortInUseError, OSError) as exc:
+                raise ConfigError(f"run.metrics_port: {exc.strerror or exc}") from None
         try:
-            ckpt = resolve_checkpoint_path(source)
-            extra = load_checkpoint(ckpt, parts.learner)
-        except ValueError as exc:
-            raise ConfigError(f"run.resume: {exc}") from None
-        if parts.league is not None and resumed is not None:
-            league_notes = resume_league(parts.league, resumed, config)
-        steps_done = int(extra.get("agent_steps", 0))
-        job.after_resume(config.run.seed, steps_done)
-        parts.publisher.publish(parts.learner.policy, parts.learner.policy_version)
-        for actor in parts.actors:
-            actor.sync_weights(parts.publisher)
-    metrics.watch_ring(parts.ring)
-    exporter = None
-    if config.run.metrics_port >= 0:
-        try:
-            exporter = start_exporter(metrics, addr=config.run.metrics_addr,
-                                      port=config.run.metrics_port, port_fallback=True)
-        except MetricsAddressError as exc:
-            raise ConfigError(f"run.metrics_addr (--metrics-addr) {exc.strerror}") from None
-        except (MetricsPortInUseError, OSError) as exc:
-            raise ConfigError(f"run.metrics_port: {exc.strerror or exc}") from None
-    try:
-        owned = job.claim_run_dir(path, text,
-                                  resuming_here=resumed is not None and resume_from is None
-                                  and resumed.resolve() == path.resolve())
+            owned = job.claim_run_dir(path, text,
+                                      resuming_here=resumed is not None and resume_from is None
+                                      and resumed.resolve() == path.resolve())
+        except BaseException:
+            if exporter is not None:
+                exporter.close()
+            raise
     except BaseException:
-        if exporter is not None:
-            exporter.close()
+        parts.close()
         raise
     started = False
     try:

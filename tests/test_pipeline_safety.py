@@ -101,6 +101,21 @@ def test_a_rejected_resume_writes_nothing(tmp_path, capsys):
     assert {p: p.stat().st_mtime_ns for p in run_dir.rglob("*")} == before
 
 
+@pytest.mark.slow
+def test_a_rejected_resume_stops_the_actor_processes_it_started(tmp_path):
+    # The checkpoint is read once the actors exist (actor processes: the CPU default); a bad
+    # one is one line and exit 2, and the launcher exits instead of waiting on its children.
+    (tmp_path / "garbage.pt").write_bytes(b"garbage\n")
+    done = subprocess.run([sys.executable, "-m", "pipeline.launch", "--resume", str(tmp_path / "garbage.pt"),
+                           "--run-dir", str(tmp_path / "run"), "--total-steps", "4096", "--actors", "2",
+                           "--actor-processes", "on", "--metrics-port", "-1"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)  # a hang guard
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert done.stderr.strip().splitlines() == [
+        f"error: run.resume: checkpoint {tmp_path / 'garbage.pt'} is truncated or corrupt (not a zip archive)"]
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_live_lock_refuses_and_a_dead_one_is_taken_over(tmp_path, capsys):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
