@@ -145,9 +145,17 @@ function drawHud(state) {
     const mark = page.held.includes(f.side) ? "▸" : " ";
     lines.push(`${mark}${f.side.padEnd(5)} ${f.alive ? `${f.speed.toFixed(0).padStart(4)} m/s` : "  down  "}  missiles ${f.missiles_left}${f.fire_ready ? "  ready" : ""}`);
   }
-  for (const [key, value] of Object.entries(hud)) {
-    if (["seat", "speed", "missiles_left", "fire_ready", "alive"].includes(key)) continue;
-    lines.push(`${key.replace(/_/g, " ")}: ${typeof value === "number" ? value.toFixed(1) : value}`);
+  if (typeof hud.range_m === "number") {
+    // The reach figures of the seat flown (pipeline/play/spacetime.py), in a pilot's words.
+    const km = (m) => `${(m / 1000).toFixed(1)} km`;
+    const yes = (v) => (v ? "yes" : "no");
+    const margin = hud.escape_margin_s;
+    lines.push(`range ${km(hud.range_m)} · my reach ${km(hud.own_reach_straight_m)}, no escape inside ${km(hud.own_reach_escape_m)}`);
+    lines.push(`enemy reach ${km(hud.enemy_reach_straight_m)}, no escape inside ${km(hud.enemy_reach_escape_m)}`);
+    lines.push(`enemy in my reach: ${yes(hud.enemy_in_own_reach)} · me in enemy reach: ${yes(hud.own_in_enemy_reach)}`);
+    lines.push(`escape possible: ${yes(hud.own_escape_possible)}` +
+               (typeof margin === "number" ? ` · margin ${margin >= 0 ? "+" : ""}${margin.toFixed(1)} s` : "") +
+               ` · enemy missiles ${hud.enemy_missiles_left}`);
   }
   $("hud").textContent = lines.join("\n");
 }
