@@ -2,7 +2,8 @@
 
 Each run is the real ``python -m torch.distributed.run --standalone --nproc-per-node R`` starting
 this script once per rank, and each rank runs ``pipeline.launch``'s :func:`~pipeline.launch.run`
-on CPU (gloo) with one actor thread (``actors.processes=off``), so a rank is one process. Every
+on CPU (gloo) with one actor, in a process of its own as the launcher's CPU default has it
+(``--actor-processes off``: a thread beside the learner, the rank one process). Every
 rank runs torch with one intra-op thread (``torch.set_num_threads(1)``, ``OMP_NUM_THREADS=1``)
 and a job of R ranks is confined to R cores (``os.sched_setaffinity`` to cores 0..R-1): the
 1-rank run uses one core, the 2-rank run two. ``--pin rank`` pins each rank to its own core
@@ -49,8 +50,9 @@ from bench.workers import cpu_name
 REPO = Path(__file__).resolve().parents[1]
 
 RANK_FLAGS = ["--device", "cpu", "--actors", "1", "--display", "none",
-              "--metrics-port", "-1", "--set", "run.eval_episodes=0", "--set", "actors.processes=off"]
-"""Every rank's launcher flags: one actor thread, no evaluation (the opponent is ``--opponent``)."""
+              "--metrics-port", "-1", "--set", "run.eval_episodes=0"]
+"""Every rank's launcher flags: one actor, no evaluation (the opponent is ``--opponent``, the
+actor a process or a thread by ``--actor-processes``)."""
 
 
 @dataclass
@@ -110,10 +112,11 @@ def rank_main(out_dir: Path, flags: list[str], pin: str) -> None:
     (out_dir / f"rank{figures.rank}.json").write_text(json.dumps(asdict(figures)))
 
 
-def measure(ranks: int, total_steps: int, envs: int, opponent: str, work_dir: Path, pin: str) -> JobFigures:
+def measure(ranks: int, total_steps: int, envs: int, opponent: str, work_dir: Path, pin: str,
+            processes: str) -> JobFigures:
     """One job of ``ranks`` ranks through ``torch.distributed.run``, ``total_steps`` agent-steps."""
     work_dir.mkdir(parents=True)
-    flags = [*RANK_FLAGS, "--opponent", opponent, "--envs-per-actor", str(envs), "--total-steps", str(total_steps),
+    flags = [*RANK_FLAGS, "--set", f"actors.processes={processes}", "--opponent", opponent, "--envs-per-actor", str(envs), "--total-steps", str(total_steps),
              "--run-dir", str(work_dir / "run")]
     _torchrun(ranks, ["--pin", pin, "--rank-out", str(work_dir), "--", *flags])
     shares = [RankFigures(**json.loads((work_dir / f"rank{r}.json").read_text())) for r in range(ranks)]
@@ -177,6 +180,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--opponent", default="crank",
                    help="crank (fixed), or league: its games cross the ranks at every update")
     p.add_argument("--repeats", type=int, default=None, help="jobs per size (median reported)")
+    p.add_argument("--actor-processes", choices=("on", "off"), default="on",
+                   help="on: each rank's actor in a process of its own (the launcher's CPU default); "
+                        "off: an actor thread beside the learner's")
     p.add_argument("--pin", choices=("job", "rank"), default="job",
                    help="job: a job of R ranks shares cores 0..R-1 (the default); rank: each rank on a core of its own")
     p.add_argument("--rank-out", type=Path, default=None, help=argparse.SUPPRESS)
@@ -201,7 +207,7 @@ def main(argv: list[str] | None = None) -> None:
         for r in range(repeats):
             for ranks in ((1, 2) if r % 2 == 0 else (2, 1)):  # alternate: no size always runs warmer
                 m = measure(ranks, total, args.envs_per_actor, args.opponent, Path(tmp) / f"ranks{ranks}_{r}",
-                            args.pin)
+                            args.pin, args.actor_processes)
                 runs[ranks].append(m)
                 if ranks == 2 and bare_ms is None:
                     bare_ms = measure_bare(m.all_reduce_elements, Path(tmp) / "bare", args.pin)
@@ -214,7 +220,8 @@ def main(argv: list[str] | None = None) -> None:
     ms = statistics.median(x.all_reduce_ms for x in runs[2])
     share = statistics.median(x.all_reduce_share for x in runs[2])
     ratio = med[2] / (2 * med[1])
-    print(f"device cpu ({cpu_name()}), one torch thread per rank, pinned by {args.pin}, 1 actor x {args.envs_per_actor} envs, "
+    print(f"device cpu ({cpu_name()}), one torch thread per rank, pinned by {args.pin}, actor processes "
+          f"{args.actor_processes}, 1 actor x {args.envs_per_actor} envs, "
           f"{total:,} agent-steps per job, median of {repeats}")
     assert bare_ms is not None
     print(f"gradient all-reduce: {runs[2][0].all_reduce_elements:,} float32, {ms:.2f} ms per call in the run "
@@ -223,7 +230,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"ratio (2-rank agent-steps/s over twice the 1-rank figure) {ratio:.3f}; target 0.9")
     import torch
 
-    print(f"RESULT device=cpu cores=2 torch={torch.__version__} opponent={args.opponent} pin={args.pin} total_steps={total} repeats={repeats} "
+    print(f"RESULT device=cpu cores=2 torch={torch.__version__} opponent={args.opponent} actor_processes={args.actor_processes} pin={args.pin} total_steps={total} repeats={repeats} "
           f"ranks1_agent_steps_per_s={med[1]:.0f} ranks2_agent_steps_per_s={med[2]:.0f} ratio={ratio:.3f} "
           f"ranks1_learner_samples_per_s={learner[1]:.0f} ranks2_learner_samples_per_s={learner[2]:.0f} "
           f"allreduce_ms={ms:.3f} allreduce_share={share:.4f} allreduce_bare_ms={bare_ms:.3f} "
