@@ -11,6 +11,12 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 
+def squeezed(exc: BaseException, limit: int) -> str:
+    """An exception's message on one line (every run of whitespace one space), at most
+    ``limit`` characters: for a message that quotes another library's multi-line error."""
+    return " ".join(str(exc).split())[:limit]
+
+
 class CommandParser(argparse.ArgumentParser):
     """An ``argparse.ArgumentParser`` whose errors (an unknown option, a missing or malformed
     value) are one line on stderr, ``error: MESSAGE (python -m TOOL --help lists the options)``,

@@ -27,6 +27,7 @@ from typing import Any
 
 import msgpack
 
+from core.command import squeezed
 from learner.checkpoint import (
     CHECKPOINTS_DIR,
     CheckpointError,
@@ -124,7 +125,7 @@ def parse_rank_config(argv: Sequence[str] | None, environ: Mapping[str, str] | N
         source = next((r for r in range(world) if store.get(f"holds/{r}") == b"1"), None)
     except RuntimeError as exc:
         raise ConfigError(f"rank {rank}: the other ranks did not say within {timeout.total_seconds():.0f} s "
-                          f"whether they hold the run to continue: {' '.join(str(exc).split())[:200]}") from None
+                          f"whether they hold the run to continue: {squeezed(exc, 200)}") from None
     if source is None:  # no rank has it: each refuses it alike
         return parse_config(argv), None
     if rank == source:
@@ -143,7 +144,7 @@ def parse_rank_config(argv: Sequence[str] | None, environ: Mapping[str, str] | N
         packed = msgpack.unpackb(store.get(KEY))
     except RuntimeError as exc:
         raise ConfigError(f"rank {rank}: rank {source} sent no run to continue within "
-                          f"{timeout.total_seconds():.0f} s: {' '.join(str(exc).split())[:200]}") from None
+                          f"{timeout.total_seconds():.0f} s: {squeezed(exc, 200)}") from None
     if "error" in packed:
         raise ConfigError(f"rank {source} could not start: {packed['error']}")
     if holds or not packed["files"] or (not args.resume and "config.toml" not in packed["files"]):

@@ -38,6 +38,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from core.command import squeezed
 from learner.checkpoint.rng import seed_global_generators
 from learner.distributed import init_from_env, shutdown
 from pipeline.config import ConfigError, PipelineConfig
@@ -211,7 +212,7 @@ class Job:
 
     def _lost(self, exc: BaseException) -> str:
         return (f"rank {self.rank}: another rank of the job stopped answering (collective timeout "
-                f"{self.timeout_s:.0f} s): {' '.join(str(exc).split())[:300]}")
+                f"{self.timeout_s:.0f} s): {squeezed(exc, 300)}")
 
     def agree_on_start(self, config_text: str, run_dir: Path) -> Path:
         """Check that every rank runs ``config_text``; return rank 0's ``run_dir``."""
@@ -377,5 +378,5 @@ def open_job(device: str, environ: Mapping[str, str] | None = None) -> Job:
             init_from_env(device, timeout=timeout, store=attempt_store(env, job.restarts, timeout))
         except (RuntimeError, ValueError) as exc:
             raise ConfigError(f"torchrun: rank {rank} of {world} could not join the process group "
-                              f"within {job.timeout_s:.0f} s: {' '.join(str(exc).split())[:300]}") from None
+                              f"within {job.timeout_s:.0f} s: {squeezed(exc, 300)}") from None
     return job
