@@ -136,6 +136,28 @@ def test_run_with_actor_processes_balances_and_leaves_nothing(tmp_path):
     assert shm_entries() <= shm_before
 
 
+def niceness(pid: int) -> int:
+    """A process's nice value, from /proc (field 19 of its stat line)."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
+
+
+def test_actor_processes_run_below_the_learner_by_actors_nice(tmp_path):
+    mine = niceness(os.getpid())
+    config = resolve(parse_config(flags(tmp_path, "--total-steps", "64", "--set", "actors.nice=7")), "cpu")
+    parts = build(config, Metrics())
+    try:
+        pids = [actor.pid for actor in parts.actors if isinstance(actor, ProcessActor)]
+        assert len(pids) == 2 and None not in pids
+        assert [niceness(pid) for pid in pids if pid is not None] == [min(mine + 7, 19)] * 2
+        assert niceness(os.getpid()) == mine  # the learner's process keeps its priority
+    finally:
+        parts.close()
+    default = resolve(parse_config(flags(tmp_path)), "cpu")
+    assert default.actors.nice == -1  # 0 for one process; a CPU torchrun job's ranks take 19
+    with pytest.raises(ConfigError, match=r"actors\.nice"):
+        resolve(parse_config(flags(tmp_path, "--set", "actors.nice=20")), "cpu")
+
+
 class Hooks:
     """The run's hooks, keeping what the loops report; a failure is counted, not fatal."""
 

@@ -21,7 +21,7 @@ from learner.checkpoint import load_policy
 from pipeline.config import ConfigError, resolve
 from pipeline.config.flags import parse_config
 from pipeline.run.parts import actor_seed
-from pipeline.run.ranks import TIMEOUT_VARIABLE, Job, rank_seed
+from pipeline.run.ranks import JOB_ACTOR_NICE, TIMEOUT_VARIABLE, Job, rank_seed
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = ["--actors", "1", "--envs-per-actor", "16", "--display", "plain", "--metrics-port", "-1",
@@ -105,6 +105,10 @@ def test_each_rank_collects_its_own_data_and_trains_its_share():
     seeds = [{actor_seed(c.run.seed, a, i) for a in range(8) for i in range(4)} for c in (zero, first)]
     assert not seeds[0] & seeds[1]
     assert first.run.display == "none" and first.run.eval_episodes == 0 and zero.run.display == job.run.display
+    # On a CPU a rank's actor processes run below its learner, unless the config says otherwise.
+    assert config.actors.nice == -1 and zero.actors.nice == first.actors.nice == JOB_ACTOR_NICE == 19
+    chosen = resolve(parse_config(["--total-steps", "10000", "--device", "cpu", "--set", "actors.nice=0"]))
+    assert one.rank_config(one.job_config(chosen)).actors.nice == 0
     assert [Job(r, 3).share_of_chunks(10) for r in range(3)] == [4, 4, 4]
     assert Job().rank_config(config) is config and Job().job_config(config) is config
     small = resolve(parse_config(["--total-steps", "256", "--envs-per-actor", "16", "--device", "cpu"]))

@@ -119,6 +119,14 @@ class ActorsConfig:
     """Reward spec for ``rewards.make_reward``."""
     learning_side: int = 0
     """Which fighter learns: 0 red, 1 blue (the opponent flies the other)."""
+    nice: int = -1
+    """How far below the learner's the actor processes' CPU scheduling priority is (an
+    ``os.nice`` increment, 0 to 19; actor processes only, set once the actor is built). The
+    CPU counterpart of the learner's high-priority CUDA stream: on a shared core the learner's
+    update and its collectives run the moment they can, and the actors take the rest. -1 (the
+    default): 19 for the actor processes of a ``torchrun`` job of more than one rank on CPU,
+    where a learner descheduled by its own actor holds up every rank's gradient all-reduce
+    (bench/RESULTS.md, "One rank against two torchrun ranks"); 0 otherwise."""
     processes: str = "auto"
     """Sim actors in worker processes of their own (``on``) or as threads of the learner's
     process (``off``). On a CPU host the processes do not share the learner's GIL
@@ -285,6 +293,7 @@ SECTION_BOUNDS: dict[str, dict[str, Bounds]] = {
         "envs_per_actor": count(1, 2**30),
         "rollout_len": count(1, 65_536),
         "learning_side": count(0, 1),
+        "nice": count(-1, 19),
     },
     "ring": {"slots": count(1, 65_536)},
     "intake": {"slots_per_batch": count(1, 65_536), "max_policy_lag": count(0, 10**9)},

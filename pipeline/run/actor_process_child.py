@@ -69,6 +69,8 @@ def _serve(config: PipelineConfig, actor_id: int, seed: int, blocks: list[torch.
         actor.sync_weights(publisher)
         slots = [Rollout(actor.spec, actor.spec.views(block), block) for block in blocks]
         empty = results_to_msg(actor.stats.take_env_results()) if league is not None else None
+        if config.actors.nice > 0:  # built at the launcher's priority, then below the learner
+            os.nice(config.actors.nice)
         conn.send_bytes(pack(["hello", empty]))
     except BaseException as exc:
         send_quietly(conn, pack(error_report(type(exc).__name__, str(exc))))

@@ -56,6 +56,11 @@ The environment variable :data:`TIMEOUT_VARIABLE` sets another."""
 TIMEOUT_VARIABLE = "MIDRANGE_COLLECTIVE_TIMEOUT_S"
 
 
+JOB_ACTOR_NICE = 19
+"""``actors.nice`` of a CPU job's ranks when left at -1: a rank's learner is never descheduled by
+its own actor processes mid-update, so the other ranks' all-reduces do not wait for it."""
+
+
 def env_int(environ: Mapping[str, str], name: str, default: int) -> int:
     text = environ.get(name, "")
     if not text:
@@ -171,7 +176,8 @@ class Job:
                 "with seeds derived from run.seed and its rank, and a learner replica\n")
 
     def rank_config(self, config: PipelineConfig) -> PipelineConfig:
-        """``config`` as this rank runs it: its own seeds, its own GPU (``cuda:LOCAL_RANK``);
+        """``config`` as this rank runs it: its own seeds, its own GPU (``cuda:LOCAL_RANK``), on a
+        CPU its actor processes below its learner (``actors.nice`` -1 becomes :data:`JOB_ACTOR_NICE`);
         on every rank but 0 no display, no profile, no TensorBoard and no evaluation (rank 0
         shows and writes the job's)."""
         if not self.distributed:
@@ -182,7 +188,10 @@ class Job:
         if self.rank:
             run = dataclasses.replace(run, display="none", profile=0, tensorboard=False, eval_episodes=0)
         ppo = dataclasses.replace(config.ppo, seed=rank_seed(config.ppo.seed, self.rank))
-        return dataclasses.replace(config, run=run, ppo=ppo)
+        actors = config.actors
+        if actors.nice == -1 and not device_is_cuda(run.device):
+            actors = dataclasses.replace(actors, nice=JOB_ACTOR_NICE)
+        return dataclasses.replace(config, run=run, actors=actors, ppo=ppo)
 
     def describe(self, chunks: int, samples_per_chunk: int) -> str:
         """The job's layout and this rank's share of it, for the run's start."""
