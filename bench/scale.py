@@ -5,11 +5,11 @@ this script once per rank, and each rank runs ``pipeline.launch``'s :func:`~pipe
 on CPU (gloo) with one actor, in a process of its own as the launcher's CPU default has it
 (``--actor-processes off``: a thread beside the learner, the rank one process). Every
 rank runs torch with one intra-op thread (``torch.set_num_threads(1)``, ``OMP_NUM_THREADS=1``)
-and a job of R ranks is confined to R cores (``os.sched_setaffinity`` to cores 0..R-1): the
-1-rank run uses one core, the 2-rank run two. ``--pin rank`` pins each rank to its own core
-instead; on Linux that makes every gloo collective wait for the scheduler (gloo's threads and the
-waiting rank share the one core), about 3 ms per all-reduce however small, against 0.5 ms with
-the job's cores shared (bench/RESULTS.md). The job's figures:
+and each rank is pinned to a core of its own (``os.sched_setaffinity``, core LOCAL_RANK), its
+actor process with it: the 1-rank run uses one core, the 2-rank run two. A rank's actor process
+runs below its learner (``actors.nice``, 19 in a CPU job of several ranks), so the learner's
+update and its all-reduce take the core the moment they can. ``--pin job`` confines a job of R
+ranks to cores 0..R-1 instead, shared between its ranks (bench/RESULTS.md has both). The job's figures:
 
 - agent-steps/s: the samples every rank trained on, summed, over the slowest rank's wall time
   (first chunk to last update);
@@ -183,8 +183,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--actor-processes", choices=("on", "off"), default="on",
                    help="on: each rank's actor in a process of its own (the launcher's CPU default); "
                         "off: an actor thread beside the learner's")
-    p.add_argument("--pin", choices=("job", "rank"), default="job",
-                   help="job: a job of R ranks shares cores 0..R-1 (the default); rank: each rank on a core of its own")
+    p.add_argument("--pin", choices=("job", "rank"), default="rank",
+                   help="rank: each rank on a core of its own (the default); job: a job of R ranks shares cores 0..R-1")
     p.add_argument("--rank-out", type=Path, default=None, help=argparse.SUPPRESS)
     p.add_argument("--probe-out", type=Path, default=None, help=argparse.SUPPRESS)
     p.add_argument("--probe-elements", type=int, default=0, help=argparse.SUPPRESS)
