@@ -4,6 +4,7 @@ come with them."""
 
 from __future__ import annotations
 
+import multiprocessing.util
 import os
 import sys
 from multiprocessing.connection import Connection
@@ -43,6 +44,10 @@ def actor_process_main(config: PipelineConfig, actor_id: int, seed: int, blocks:
     _serve(config, actor_id, seed, blocks, publisher, stop_flag, conn)
     sys.stdout.flush()
     sys.stderr.flush()
+    # What a multiprocessing child's normal exit would still do: release what was registered to
+    # be released at exit. torch.compile's first graph opens a tqdm bar, whose lock is a named
+    # semaphore; skipped, the resource tracker warns of one "leaked semaphore" per actor process.
+    multiprocessing.util._run_finalizers(0)  # type: ignore[attr-defined]
     os._exit(0)
 
 
