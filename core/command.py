@@ -11,9 +11,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 
-def squeezed(exc: BaseException, limit: int) -> str:
-    """An exception's message on one line (every run of whitespace one space), at most
-    ``limit`` characters: for a message that quotes another library's multi-line error."""
+def squeezed(exc: BaseException | str, limit: int | None = None) -> str:
+    """An exception's message (or a text) on one line (every run of whitespace one space), at most
+    ``limit`` characters if given: for a message that quotes another library's multi-line error."""
     return " ".join(str(exc).split())[:limit]
 
 

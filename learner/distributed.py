@@ -33,6 +33,8 @@ import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
+from core.command import squeezed
+
 
 class CollectiveError(dist.DistError):
     """A collective of the learner failed: a peer rank died, or did not answer in time."""
@@ -188,7 +190,7 @@ def all_reduce_sum_(tensor: Tensor, what: str) -> None:
     try:
         dist.all_reduce(tensor)
     except RuntimeError as exc:
-        raise CollectiveError(f"summing {what} over the ranks failed: {' '.join(str(exc).split())}") from exc
+        raise CollectiveError(f"summing {what} over the ranks failed: {squeezed(exc)}") from exc
 
 
 def all_reduce_mean_(tensor: Tensor) -> Tensor:

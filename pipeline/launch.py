@@ -22,6 +22,7 @@ import torch
 from torch.distributed import DistError
 
 from actors.step import ContractViolation
+from core.command import squeezed
 from learner import NonFiniteError
 from learner.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint_path
 from learner.checkpoint.rng import seed_global_generators
@@ -260,7 +261,7 @@ def _one_line(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         where = f": {exc.filename}" if exc.filename else ""
         return f"{exc.strerror.lower()}{where}"
-    return " ".join(str(exc).split()) or type(exc).__name__
+    return squeezed(exc) or type(exc).__name__
 
 
 def _run_loop(the_run: Run, report: Callable[[], None], interval_s: float) -> None:

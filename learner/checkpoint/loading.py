@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from core.command import squeezed
 from learner.checkpoint.files import FORMAT_VERSION, CheckpointError, resolve_checkpoint_path
 from learner.checkpoint.rng import set_rng_state
 from learner.network import ActorCritic
@@ -25,7 +26,7 @@ _REQUIRED_POLICY = ("policy_version", "model", "model_kwargs")
 
 
 def _first_line(exc: BaseException | str, limit: int = 160) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
+    text = squeezed(exc) or type(exc).__name__
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

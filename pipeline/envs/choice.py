@@ -14,6 +14,7 @@ from typing import Any
 import gymnasium as gym
 
 from actors.gym_actor import check_spaces
+from core.command import squeezed
 from monitoring import Metrics
 from pipeline.envs.factory import EnvFactory
 
@@ -59,7 +60,7 @@ def _make(factory: EnvFactory) -> gym.Env[Any, Any]:
         raise
     except Exception as exc:  # gymnasium raises several kinds for a bad id or kwargs
         raise ValueError(f"env {factory.spec}: cannot be made: {type(exc).__name__}: "
-                         f"{' '.join(str(exc).split())}") from None
+                         f"{squeezed(exc)}") from None
 
 
 def probe(factory: EnvFactory) -> EnvSpaces:

@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from core.command import squeezed
 from core.files import write_json_atomic
 from learner.checkpoint import (
     CheckpointError,
@@ -50,7 +51,7 @@ class LeagueStateNotWritten(CheckpointError):
 def _write_failure(exc: CheckpointError | OSError) -> str:
     """What went wrong writing a snapshot, with the file, as one line."""
     if isinstance(exc, CheckpointError):
-        return _CHECKPOINT_NOTE.sub("", " ".join(str(exc).split()))
+        return _CHECKPOINT_NOTE.sub("", squeezed(exc))
     return f"{(exc.strerror or str(exc)).lower()}: {exc.filename}"
 
 

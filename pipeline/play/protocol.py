@@ -20,6 +20,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from core.command import squeezed
+
 MAX_MESSAGE_BYTES = 4096
 """The longest message the page may send; a longer one is refused, unread."""
 
@@ -71,7 +73,7 @@ def parse_message(text: str | bytes) -> Message:
     try:
         msg = json.loads(text)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise ProtocolError(f"message is not JSON ({' '.join(str(exc).split())})") from None
+        raise ProtocolError(f"message is not JSON ({squeezed(exc)})") from None
     if not isinstance(msg, dict):
         raise ProtocolError(f"message must be a JSON object, got {type(msg).__name__}")
     kind = msg.get("type")

@@ -23,6 +23,7 @@ from typing import Any
 from aiohttp import WSMsgType, web
 
 from agents.registry import SCRIPTED
+from core.command import squeezed
 from pipeline.play.follow import Follower
 from pipeline.play.protocol import MAX_MESSAGE_BYTES, Message, ProtocolError, parse_message
 from pipeline.play.replay_routes import ReplayService
@@ -50,7 +51,7 @@ def spacetime_hook() -> Hook | None:
 def one_line(exc: BaseException) -> str:
     """An exception as one line: its message, or its type where it has none; a type other
     than ``ValueError`` (a failing plug-in) is named."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
+    text = squeezed(exc) or type(exc).__name__
     return text if isinstance(exc, ValueError) else f"{type(exc).__name__}: {text}"
 
 

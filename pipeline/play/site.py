@@ -8,6 +8,8 @@ import os
 
 from aiohttp import web
 
+from core.command import squeezed
+
 FALLBACK_TRIES = 32
 """Ports tried above a busy one before giving up."""
 
@@ -33,7 +35,7 @@ async def start_site(app: web.Application, host: str, port: int) -> tuple[web.Ap
         except OSError as exc:
             if exc.errno not in (errno.EADDRINUSE, errno.EACCES):
                 await runner.cleanup()
-                reason = os.strerror(exc.errno).lower() if exc.errno else " ".join(str(exc).split())
+                reason = os.strerror(exc.errno).lower() if exc.errno else squeezed(exc)
                 raise ServeError(f"cannot serve the page on {host}:{candidate}: {reason} "
                                  "(--host must be an address of this machine: 127.0.0.1 for it alone, 0.0.0.0 "
                                  "for every interface)") from None

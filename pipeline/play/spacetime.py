@@ -41,6 +41,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from core.command import squeezed
 from pipeline.play.path_tables import HoldPathTable, TargetPathTable
 from sim.config import SimConfig
 from sim.envs.render import frame_from_state
@@ -137,7 +138,7 @@ def _build(config: SimConfig) -> None:
         reach_for(config)
     except (ValueError, RuntimeError) as exc:  # a config the reach model cannot tabulate
         log.warning("spacetime graph: no tables for this sim config (%s); the graph stays empty",
-                    " ".join(str(exc).split()))
+                    squeezed(exc))
 
 
 def warm(config: SimConfig) -> None:

@@ -75,6 +75,7 @@ def _serve(config: PipelineConfig, actor_id: int, seed: int, blocks: list[torch.
         slots = [Rollout(actor.spec, actor.spec.views(block), block) for block in blocks]
         empty = results_to_msg(actor.stats.take_env_results()) if league is not None else None
         if config.actors.nice > 0:  # built at the launcher's priority, then below the learner
+            # (-1 is decided by the job: 19 for a CPU torchrun rank, 0 for one process)
             os.nice(config.actors.nice)
         conn.send_bytes(pack(["hello", empty]))
     except BaseException as exc:
