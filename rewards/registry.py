@@ -14,6 +14,7 @@ from rewards.base import BaseReward, WeightedSum
 from rewards.presets import (
     ClosingReward,
     DrawReward,
+    HuntReward,
     OutcomeReward,
     ShapedReward,
     WastedLaunchReward,
@@ -28,6 +29,7 @@ PRESETS: dict[str, type[BaseReward]] = {
     "draw": DrawReward,
     "wasted": WastedLaunchReward,
     "closing": ClosingReward,
+    "hunt": HuntReward,
     "shaped": ShapedReward,
 }
 """Reward presets by name."""

@@ -39,12 +39,13 @@ def fake_step(n: int = 4, seed: int = 0):
     obs_before = torch.rand(n, LAYOUT.size, generator=g)
     obs_after = torch.rand(n, LAYOUT.size, generator=g)
     action = torch.zeros(n, 3, dtype=torch.int64)
-    done = torch.tensor([False, True, False, True])[:n]
+    k = torch.arange(n) % 4  # four kinds of step, repeated for larger n
+    done = torch.tensor([False, True, False, True])[k]
     info = {
-        "reward": torch.tensor([0.0, 1.0, 0.0, -1.0])[:n], "terminated": done.clone(),
-        "truncated": torch.zeros(n, dtype=torch.bool), "winner": torch.tensor([-1, 0, -1, 1])[:n],
-        "end_reason": torch.tensor([0, 1, 0, 1])[:n], "launches": torch.tensor([1, 0, 0, 2])[:n],
-        "hits": torch.tensor([0, 1, 0, 0])[:n],
+        "reward": torch.tensor([0.0, 1.0, 0.0, -1.0])[k], "terminated": done.clone(),
+        "truncated": torch.zeros(n, dtype=torch.bool), "winner": torch.tensor([-1, 0, -1, 1])[k],
+        "end_reason": torch.tensor([0, 1, 0, 1])[k], "launches": torch.tensor([1, 0, 0, 2])[k],
+        "hits": torch.tensor([0, 1, 0, 0])[k],
     }
     return obs_before, obs_after, action, done, info
 
@@ -97,6 +98,30 @@ def test_closing_is_the_range_decrease_while_alive():
     obs_after[:, i_alive] = torch.tensor([1.0, 1.0, 1.0, 0.0])  # the last one was shot down
     r = make_reward("closing", layout=LAYOUT).compute(obs_before, obs_after, action, done, info)
     assert torch.allclose(r, torch.tensor([0.2, -0.2, 0.0, 0.0]))
+
+
+def test_hunt_is_the_range_decrease_only_against_a_disarmed_enemy_while_armed():
+    obs_before, obs_after, action, done, info = fake_step(n=7)
+    idx = {name: LAYOUT.index(name) for name in ("enemy.range", "own.alive", "enemy.alive", "own.missiles_left",
+                                                 "enemy.missiles_left", "incoming[0].present")}
+    for obs in (obs_before, obs_after):
+        obs[:, idx["own.alive"]] = 1.0
+        obs[:, idx["enemy.alive"]] = 1.0
+        obs[:, idx["own.missiles_left"]] = 0.5
+        obs[:, idx["enemy.missiles_left"]] = 0.0
+        obs[:, idx["incoming[0].present"]] = 0.0
+    obs_before[:, idx["enemy.range"]] = 0.8
+    obs_after[:, idx["enemy.range"]] = torch.tensor([0.6, 1.0, 0.6, 0.6, 0.6, 0.6, 0.6])
+    obs_before[2, idx["enemy.missiles_left"]] = 1 / 6      # the enemy still had a missile
+    obs_after[3, idx["incoming[0].present"]] = 1.0         # ... or one of its missiles was in flight
+    obs_before[4, idx["own.missiles_left"]] = 0.0          # nothing left to hunt with
+    obs_after[5, idx["enemy.alive"]] = 0.0                 # the enemy was shot down in the step
+    obs_after[6, idx["own.alive"]] = 0.0
+    r = make_reward("hunt", layout=LAYOUT).compute(obs_before, obs_after, action, done, info)
+    assert torch.allclose(r, torch.tensor([0.2, -0.2, 0.0, 0.0, 0.0, 0.0, 0.0]))
+    summed = make_reward("shaped+0.5*hunt", layout=LAYOUT).compute(obs_before, obs_after, action, done, info)
+    shaped = make_reward("shaped", layout=LAYOUT).compute(obs_before, obs_after, action, done, info)
+    assert torch.allclose(summed - shaped, 0.5 * r)
 
 
 def test_shaped_is_outcome_plus_its_documented_dense_terms():

@@ -96,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "selves and scripted anchors), or one of straight, pursuit, shooter, crank, "
                    "random, the champion ace, a tactic such as tactic:skate (docs/tactics.md), a checkpoint "
                    "path or package.module:Class")
-    p.add_argument("--reward", help="reward: zero, outcome, shaped, draw, wasted, closing, a "
+    p.add_argument("--reward", help="reward: zero, outcome, shaped, draw, wasted, closing, hunt, a "
                    "weighted sum such as shaped+-0.5*draw, or package.module:Class")
     p.add_argument("--seed", type=int, help="random seed (default 0)")
     p.add_argument("--run-dir", help="run directory (default runs/<UTC timestamp>)")
