@@ -115,8 +115,11 @@ class ActorsConfig:
     (``[league]``). The default: against ``crank`` alone the fighter specialises (in one run
     90.7 % against crank, 44.3 % against random); the league's worst opponent is better in
     every seed measured (bench/RESULTS.md, "The default recipe")."""
-    reward: str = "shaped"
-    """Reward spec for ``rewards.make_reward``."""
+    reward: str = "shaped+0.5*hunt"
+    """Reward spec for ``rewards.make_reward``. The default adds to ``shaped`` half of ``hunt``,
+    the range closed on an enemy that has spent its missiles while the fighter still holds
+    one: against ``crank`` the default run's worst of three seeds went from 70.2 % to 85.5 %
+    (bench/RESULTS.md, "Hunting a disarmed enemy")."""
     learning_side: int = 0
     """Which fighter learns: 0 red, 1 blue (the opponent flies the other)."""
     nice: int = -1
