@@ -94,28 +94,30 @@ class ClosingReward(BaseReward):
     def compute(self, obs_before, obs_after, action, done, info: StepInfo) -> torch.Tensor:
         """``[N]`` float32: range before − range after, in 50-km units."""
         check_inputs(obs_before, obs_after, action, done, info)
+        return self._closed(obs_before, obs_after)
+
+    def _closed(self, obs_before: torch.Tensor, obs_after: torch.Tensor) -> torch.Tensor:
         alive = obs_after[:, self.i_own_alive].float()
         return (obs_before[:, self.i_range] - obs_after[:, self.i_range]).float() * alive
 
 
-class HuntReward(BaseReward):
-    """The decrease of the range to the enemy in this step, in units of 50 km, where the enemy
-    was disarmed (no missiles left, none of its missiles in flight) before and after the step,
-    both fighters alive after it and the own fighter still holding a missile; else 0.
+class HuntReward(ClosingReward):
+    """``closing`` (the range decrease in this step, in units of 50 km, while the own fighter is
+    alive) only where the enemy was disarmed (no missiles left, none of its missiles in flight)
+    before and after the step, is alive after it, and the own fighter still held a missile;
+    else 0.
 
     A disarmed enemy can no longer hurt the fighter, and a fight against it that runs to the
-    time limit is a draw thrown away: ``--reward shaped+0.2*hunt`` pays the fighter to go after
-    it. Being disarmed is final, so the term's episode total telescopes to the range when the
-    enemy was first seen disarmed less the range when the stretch ended, bounded by the arena's
-    diagonal (about 4.2 units); the fighter's own armed fights, where closing on the enemy is
-    what gets it shot, are left alone (unlike ``closing``).
+    time limit is a draw thrown away: the sim's default reward, ``shaped+0.5*hunt``, pays the
+    fighter to go after it. Being disarmed is final, so the term's episode total telescopes to
+    the range when the enemy was first seen disarmed less the range when the stretch ended,
+    bounded by the arena's diagonal (about 4.2 units); the fighter's own armed fights, where
+    closing on the enemy is what gets it shot, are left alone (unlike ``closing``).
     """
 
     def __init__(self, device: torch.device | str = "cpu", layout: ObsLayout | None = None):
-        super().__init__(device)
         layout = layout if layout is not None else ObsLayout(1, 1)
-        self.i_range = layout.index("enemy.range")
-        self.i_own_alive = layout.index("own.alive")
+        super().__init__(device, layout)
         self.i_enemy_alive = layout.index("enemy.alive")
         self.i_own_left = layout.index("own.missiles_left")
         self.i_enemy_left = layout.index("enemy.missiles_left")
@@ -130,10 +132,9 @@ class HuntReward(BaseReward):
         """``[N]`` float32: range before − range after, in 50-km units, on the hunt's steps."""
         check_inputs(obs_before, obs_after, action, done, info)
         hunting = (self._disarmed(obs_before) & self._disarmed(obs_after)
-                   & (obs_before[:, self.i_own_left] > 0)
-                   & (obs_after[:, self.i_own_alive] > 0.5) & (obs_after[:, self.i_enemy_alive] > 0.5))
-        closing = (obs_before[:, self.i_range] - obs_after[:, self.i_range]).float()
-        return torch.where(hunting, closing, torch.zeros_like(closing))
+                   & (obs_before[:, self.i_own_left] > 0) & (obs_after[:, self.i_enemy_alive] > 0.5))
+        closed = self._closed(obs_before, obs_after)
+        return torch.where(hunting, closed, torch.zeros_like(closed))
 
 
 @dataclass(frozen=True)
