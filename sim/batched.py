@@ -19,7 +19,7 @@ from sim.layout import ObsLayout
 from sim.native import NativeKernel
 from sim.observe import build_obs, observe_into
 from sim.reach.missile import cached_tables
-from sim.scenarios import initial_conditions_batch
+from sim.scenarios import initial_ammo_batch, initial_conditions_batch
 from sim.state import SimState
 
 
@@ -244,10 +244,13 @@ class BatchedSim:
         cfg, s = self.config, self.state
         episode = s.episode_index[idx] if mask is None else s.episode_index
         pos, heading, speed = initial_conditions_batch(cfg, self._seed, idx, episode, self.dtype)
+        ammo: torch.Tensor | int = cfg.missiles_per_fighter
+        if cfg.spawn_partial_ammo > 0:
+            ammo = initial_ammo_batch(cfg, self._seed, idx, episode).t()
         new: dict[str, torch.Tensor | float] = {
             "f_px": pos[..., 0].t(), "f_py": pos[..., 1].t(),
             "f_vx": (speed * torch.cos(heading)).t(), "f_vy": (speed * torch.sin(heading)).t(),
-            "f_throttle": 1.0, "f_rudder": 0.0, "f_alive": True, "f_ammo": cfg.missiles_per_fighter,
+            "f_throttle": 1.0, "f_rudder": 0.0, "f_alive": True, "f_ammo": ammo,
             "f_since_launch": cfg.cooldown_steps, "f_fire_req": False,
             "m_active": False, "m_px": 0.0, "m_py": 0.0, "m_vx": 0.0, "m_vy": 0.0,
             "m_rudder": 0.0, "m_steps": 0, "physics_steps": 0, "decision_steps": 0,

@@ -50,6 +50,7 @@ SIM_BOUNDS: dict[str, Bounds] = {
     "spawn_heading_jitter_rad": Bounds(0.0, math.pi),
     "spawn_speed_mps": positive(10_000.0),
     "spawn_shift_m": Bounds(0.0, 1e9),
+    "spawn_partial_ammo": Bounds(0.0, 1.0),
     "head_on_separation_m": positive(1e9),
     "head_on_speed_mps": positive(10_000.0),
     "obs_incoming_missiles": count(1, 64),
@@ -166,6 +167,11 @@ class SimConfig:
     """Random scenario: range of initial speeds."""
     spawn_shift_m: float = 20_000.0
     """Random scenario: the picture's centre is shifted by up to ± this in x and y."""
+    spawn_partial_ammo: float = 0.0
+    """Random scenario: the chance that a fighter starts an episode with fewer missiles, a
+    number drawn uniformly from 0 to ``missiles_per_fighter − 1`` (each side drawn on its own).
+    A training curriculum of endgames (an enemy already disarmed, the last missile to place);
+    0, the rules' own start, is what every evaluation plays."""
     head_on_separation_m: float = 28_000.0
     """Head-on scenario: separation."""
     head_on_speed_mps: float = 300.0
@@ -244,6 +250,11 @@ class SimConfig:
             raise ValueError("fighter and missile must be AeroParams")
         self.fighter.validate("fighter")
         self.missile.validate("missile")
+
+    def rules_start(self) -> SimConfig:
+        """This sim with the rules' own start (no training curriculum: ``spawn_partial_ammo``
+        0): the sim every evaluation plays, whatever a policy was trained on."""
+        return dataclasses.replace(self, spawn_partial_ammo=0.0)
 
     @property
     def physics_steps_per_decision(self) -> int:

@@ -25,6 +25,9 @@ _C2 = 0x846CA68B
 DRAW_SEPARATION, DRAW_RED_JITTER, DRAW_BLUE_JITTER, DRAW_RED_SPEED, DRAW_BLUE_SPEED = range(5)
 DRAW_ROTATION, DRAW_SHIFT_X, DRAW_SHIFT_Y = 5, 6, 7
 NUM_DRAWS = 8
+DRAW_RED_PARTIAL, DRAW_BLUE_PARTIAL, DRAW_RED_AMMO, DRAW_BLUE_AMMO = 8, 9, 10, 11
+"""Draws of ``spawn_partial_ammo``, made only when it is on (the positions' draws above do not
+depend on them, so turning it on changes no start's geometry)."""
 
 
 def _mul32(x: int, c: int) -> int:
@@ -96,6 +99,10 @@ class InitialConditions:
     blue_pos: tuple[float, float]
     blue_heading_rad: float
     blue_speed_mps: float
+    red_ammo: int | None = None
+    """Missiles red starts with; None: ``missiles_per_fighter``."""
+    blue_ammo: int | None = None
+    """Missiles blue starts with; None: ``missiles_per_fighter``."""
 
 
 def _lerp(lo_hi: tuple[float, float], u: float) -> float:
@@ -127,7 +134,13 @@ def initial_conditions(
     half = sep / 2
     red = (cx + c * -half, cy + s * -half)
     blue = (cx + c * half, cy + s * half)
-    return InitialConditions(red, red_h + rot, red_v, blue, blue_h + rot, blue_v)
+    red_ammo = blue_ammo = None
+    if config.spawn_partial_ammo > 0:
+        full = config.missiles_per_fighter
+        red_ammo, blue_ammo = (
+            min(int(u(DRAW_RED_AMMO + side) * full), full - 1) if u(DRAW_RED_PARTIAL + side) < config.spawn_partial_ammo
+            else full for side in (0, 1))
+    return InitialConditions(red, red_h + rot, red_v, blue, blue_h + rot, blue_v, red_ammo, blue_ammo)
 
 
 def initial_conditions_batch(
@@ -175,3 +188,19 @@ def initial_conditions_batch(
     heading = torch.stack([red_h + rot, blue_h + rot], dim=-1)
     speed = torch.stack([red_v, blue_v], dim=-1)
     return pos, heading, speed
+
+
+def initial_ammo_batch(
+    config: SimConfig, seed: int, env_index: torch.Tensor, episode_index: torch.Tensor
+) -> torch.Tensor:
+    """Missiles each side starts with, int64 ``[M, 2]`` (``spawn_partial_ammo``; the scalar twin
+    is in :func:`initial_conditions`). Every side starts full when it is 0 or the scenario is
+    ``head_on``."""
+    m, dev = env_index.shape[0], env_index.device
+    full = config.missiles_per_fighter
+    if config.spawn_partial_ammo <= 0 or config.scenario == "head_on":
+        return torch.full((m, 2), full, dtype=torch.int64, device=dev)
+    draws = uniforms_batch(seed, env_index, episode_index, DRAW_BLUE_AMMO + 1, torch.float64)
+    partial = draws[:, DRAW_RED_PARTIAL:DRAW_BLUE_PARTIAL + 1] < config.spawn_partial_ammo
+    fewer = (draws[:, DRAW_RED_AMMO:DRAW_BLUE_AMMO + 1] * full).to(torch.int64).clamp(max=full - 1)
+    return torch.where(partial, fewer, torch.full_like(fewer, full))

@@ -43,7 +43,7 @@ def check_entrants(specs: list[str], sim_config: SimConfig, device: str) -> None
 def trained_sim_config(specs: list[str]) -> SimConfig:
     """The simulator the checkpoints among ``specs`` were trained on (their run's ``[sim]``
     section), so that a policy trained with, say, ``sim.obs_reach = true`` is judged on the sim
-    it knows; the default ``SimConfig`` when none is a checkpoint. Checkpoints trained on
+    it knows, with the rules' start (``SimConfig.rules_start``: no training curriculum); the default ``SimConfig`` when none is a checkpoint. Checkpoints trained on
     different sims cannot meet in one match: a ``ValueError`` names two of them."""
     found: dict[SimConfig, str] = {}
     for spec in specs:
@@ -53,7 +53,7 @@ def trained_sim_config(specs: list[str]) -> SimConfig:
             continue  # a scripted name or an import path
         sim = ((read_checkpoint(path).get("extra") or {}).get("config") or {}).get("sim")
         if isinstance(sim, dict):
-            found.setdefault(dataclasses.replace(SimConfig.from_dict(sim), scenario="random"), str(path))
+            found.setdefault(dataclasses.replace(SimConfig.from_dict(sim).rules_start(), scenario="random"), str(path))
     if len(found) > 1:
         (a, pa), (b, pb) = list(found.items())[:2]
         diff = ", ".join(f"{k}: {getattr(a, k)!r} != {getattr(b, k)!r}"

@@ -32,7 +32,7 @@ def evaluate_final(checkpoint: Path, config: PipelineConfig, run_dir: Path | Non
         for opp in ("straight", "pursuit", "shooter", "crank", "random"):
             recording = (MatchRecorder(replays, str(checkpoint), opp, config.run.eval_replays, agent_label="policy")
                          if replays is not None else None)
-            stats.append(play_match(str(checkpoint), opp, config.run.eval_episodes, config.sim,
+            stats.append(play_match(str(checkpoint), opp, config.run.eval_episodes, config.sim.rules_start(),
                                     seed=config.run.seed + 1, device=config.run.device,
                                     batch=max(config.run.eval_episodes // 2, 1), recording=recording))
     table = format_table(stats, config.sim.decision_dt_s)

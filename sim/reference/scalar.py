@@ -141,13 +141,16 @@ class ReferenceSim:
             values = (float(pos[0]), float(pos[1]), float(heading), float(speed))
             if not all(math.isfinite(v) for v in values):
                 raise ValueError(f"initial conditions of side {side} must be finite, got {ic!r}")
+            ammo = ic.red_ammo if side == 0 else ic.blue_ammo
+            if ammo is not None and not 0 <= int(ammo) <= cfg.missiles_per_fighter:
+                raise ValueError(f"initial missiles of side {side} must be 0 to {cfg.missiles_per_fighter}, got {ammo!r}")
             self.fighters[side] = ReferenceFighter(
                 pos=[values[0], values[1]],
                 vel=[values[3] * math.cos(values[2]), values[3] * math.sin(values[2])],
                 throttle=1.0,
                 rudder=0.0,
                 alive=True,
-                missiles_left=cfg.missiles_per_fighter,
+                missiles_left=cfg.missiles_per_fighter if ammo is None else int(ammo),
                 since_launch_steps=cfg.cooldown_steps,
                 fire_request=False,
             )
