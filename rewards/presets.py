@@ -101,40 +101,43 @@ class ClosingReward(BaseReward):
         return (obs_before[:, self.i_range] - obs_after[:, self.i_range]).float() * alive
 
 
-class HuntReward(ClosingReward):
-    """``closing`` (the range decrease in this step, in units of 50 km, while the own fighter is
-    alive) only where the enemy was disarmed (no missiles left, none of its missiles in flight)
-    before and after the step, is alive after it, and the own fighter still held a missile;
-    else 0.
+class HuntReward(BaseReward):
+    """The change of a potential ``Φ = −range`` (in units of 50 km) that holds while the enemy
+    is disarmed (no missiles left, none of its missiles in flight) and alive, and is 0
+    otherwise: ``Φ(after) − Φ(before)``.
 
     A disarmed enemy can no longer hurt the fighter, and a fight against it that runs to the
-    time limit is a draw thrown away: the sim's default reward, ``shaped+0.5*hunt``, pays the
-    fighter to go after it. Being disarmed is final, so the term's episode total telescopes to
-    the range when the enemy was first seen disarmed less the range when the stretch ended,
-    bounded by the arena's diagonal (about 4.2 units); the fighter's own armed fights, where
-    closing on the enemy is what gets it shot, are left alone (unlike ``closing``).
+    time limit is a draw thrown away: the sim's default reward, ``shaped+hunt``, pays the
+    fighter for every metre it closes on such an enemy. Being a potential's difference, its
+    episode total is ``Φ`` at the end: 0 when the enemy was shot down (or was never
+    disarmed), minus the final range when the fight ended with a disarmed enemy still flying,
+    a draw priced by how far off the fighter stayed. The moment the enemy fires its last
+    missile costs the range at that moment, which the hunt earns back: so nothing is gained
+    by letting an armed enemy empty its missiles from afar (the first form of this term, the
+    range closed from that moment on, paid for that, and made a fighter draw out fights
+    against ``crank``: bench/RESULTS.md, "A curriculum of endgames").
     """
 
     def __init__(self, device: torch.device | str = "cpu", layout: ObsLayout | None = None):
+        super().__init__(device)
         layout = layout if layout is not None else ObsLayout(1, 1)
-        super().__init__(device, layout)
+        self.i_range = layout.index("enemy.range")
         self.i_enemy_alive = layout.index("enemy.alive")
-        self.i_own_left = layout.index("own.missiles_left")
         self.i_enemy_left = layout.index("enemy.missiles_left")
         self.i_incoming = layout.index("incoming[0].present")
 
-    def _disarmed(self, obs: torch.Tensor) -> torch.Tensor:
+    def potential(self, obs: torch.Tensor) -> torch.Tensor:
+        """``Φ`` of each observation ``[N]``: −range against a disarmed, living enemy, else 0."""
         # Incoming missiles are listed nearest first, absent entries all zero: slot 0 is
         # present whenever any of the enemy's missiles is in flight.
-        return (obs[:, self.i_enemy_left] <= 0) & (obs[:, self.i_incoming] < 0.5)
+        hunted = ((obs[:, self.i_enemy_left] <= 0) & (obs[:, self.i_incoming] < 0.5)
+                  & (obs[:, self.i_enemy_alive] > 0.5))
+        return torch.where(hunted, -obs[:, self.i_range].float(), torch.zeros_like(obs[:, self.i_range], dtype=torch.float32))
 
     def compute(self, obs_before, obs_after, action, done, info: StepInfo) -> torch.Tensor:
-        """``[N]`` float32: range before − range after, in 50-km units, on the hunt's steps."""
+        """``[N]`` float32: ``Φ(obs_after) − Φ(obs_before)``."""
         check_inputs(obs_before, obs_after, action, done, info)
-        hunting = (self._disarmed(obs_before) & self._disarmed(obs_after)
-                   & (obs_before[:, self.i_own_left] > 0) & (obs_after[:, self.i_enemy_alive] > 0.5))
-        closed = self._closed(obs_before, obs_after)
-        return torch.where(hunting, closed, torch.zeros_like(closed))
+        return self.potential(obs_after) - self.potential(obs_before)
 
 
 @dataclass(frozen=True)

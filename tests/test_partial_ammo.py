@@ -108,3 +108,13 @@ def test_evaluations_play_the_rules_start_whatever_the_policy_trained_on(tmp_pat
     assert config.rules_start().spawn_partial_ammo == 0.0
     assert dataclasses.replace(config.rules_start(), spawn_partial_ammo=0.5) == config
     assert trained_sim_config(["crank", "random"]).spawn_partial_ammo == 0.0
+
+
+def test_the_sims_training_recipe_turns_the_curriculum_on_and_a_setting_wins():
+    from pipeline.config import resolve
+
+    assert resolve({}, "cpu").sim.spawn_partial_ammo == 0.3
+    assert resolve({"sim": {"spawn_partial_ammo": 0.0}}, "cpu").sim.spawn_partial_ammo == 0.0
+    # A resolved config gives itself back, so config.toml trains the same curriculum.
+    again = resolve(resolve({}, "cpu").to_dict(), "cpu")
+    assert again.sim.spawn_partial_ammo == 0.3

@@ -100,8 +100,8 @@ def test_closing_is_the_range_decrease_while_alive():
     assert torch.allclose(r, torch.tensor([0.2, -0.2, 0.0, 0.0]))
 
 
-def test_hunt_is_the_range_decrease_only_against_a_disarmed_enemy_while_armed():
-    obs_before, obs_after, action, done, info = fake_step(n=7)
+def test_hunt_is_the_change_of_minus_the_range_to_a_disarmed_living_enemy():
+    obs_before, obs_after, action, done, info = fake_step(n=8)
     idx = {name: LAYOUT.index(name) for name in ("enemy.range", "own.alive", "enemy.alive", "own.missiles_left",
                                                  "enemy.missiles_left", "incoming[0].present")}
     for obs in (obs_before, obs_after):
@@ -111,17 +111,46 @@ def test_hunt_is_the_range_decrease_only_against_a_disarmed_enemy_while_armed():
         obs[:, idx["enemy.missiles_left"]] = 0.0
         obs[:, idx["incoming[0].present"]] = 0.0
     obs_before[:, idx["enemy.range"]] = 0.8
-    obs_after[:, idx["enemy.range"]] = torch.tensor([0.6, 1.0, 0.6, 0.6, 0.6, 0.6, 0.6])
-    obs_before[2, idx["enemy.missiles_left"]] = 1 / 6      # the enemy still had a missile
-    obs_after[3, idx["incoming[0].present"]] = 1.0         # ... or one of its missiles was in flight
-    obs_before[4, idx["own.missiles_left"]] = 0.0          # nothing left to hunt with
+    obs_after[:, idx["enemy.range"]] = torch.tensor([0.6, 1.0, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6])
+    obs_before[2, idx["enemy.missiles_left"]] = 1 / 6      # the enemy fired its last missile in the step
+    obs_before[3, idx["incoming[0].present"]] = 1.0        # ... its last one in flight was lost in the step
+    obs_after[4, idx["incoming[0].present"]] = 1.0         # it is still armed: one in flight
+    obs_before[4, idx["incoming[0].present"]] = 1.0
     obs_after[5, idx["enemy.alive"]] = 0.0                 # the enemy was shot down in the step
-    obs_after[6, idx["own.alive"]] = 0.0
+    obs_after[6, idx["own.alive"]] = 0.0                   # the fighter left the arena: no bonus
+    obs_before[7, idx["own.missiles_left"]] = 0.0          # the fighter's own missiles do not matter
     r = make_reward("hunt", layout=LAYOUT).compute(obs_before, obs_after, action, done, info)
-    assert torch.allclose(r, torch.tensor([0.2, -0.2, 0.0, 0.0, 0.0, 0.0, 0.0]))
+    assert torch.allclose(r, torch.tensor([0.2, -0.2, -0.6, -0.6, 0.0, 0.8, 0.2, 0.2]))
     summed = make_reward("shaped+0.5*hunt", layout=LAYOUT).compute(obs_before, obs_after, action, done, info)
     shaped = make_reward("shaped", layout=LAYOUT).compute(obs_before, obs_after, action, done, info)
     assert torch.allclose(summed - shaped, 0.5 * r)
+
+
+def test_hunt_over_a_whole_fight_is_minus_the_final_range_to_a_disarmed_enemy_left_alive():
+    # A real fight: red flies straight at a blue that starts disarmed and never fires; the
+    # step rewards add up to the potential at the end, whatever happened on the way.
+    config = SimConfig(spawn_partial_ammo=1.0)
+    sim = BatchedSim(64, config, seed=4)
+    obs = sim.reset()[:, 0].clone()
+    hunt = make_reward("hunt", layout=ObsLayout.from_config(config), sim_config=config)
+    start = hunt.potential(obs)
+    total = torch.zeros(64)
+    last = start.clone()
+    alive = torch.ones(64, dtype=torch.bool)
+    for _ in range(60):
+        actions = torch.zeros(64, 2, 3, dtype=torch.int64)
+        actions[:, :, 1] = 2
+        result = sim.step(actions)
+        info = {"reward": result.reward[:, 0], "launches": result.launches[:, 0], "hits": result.hits[:, 0],
+                "winner": result.winner, "terminated": result.terminated, "truncated": result.truncated,
+                "end_reason": result.end_reason}
+        after = result.final_obs[:, 0]
+        total += torch.where(alive, hunt.compute(obs, after, actions[:, 0], result.done, info), torch.zeros(64))
+        last = torch.where(alive, hunt.potential(after), last)
+        alive &= ~result.done
+        obs = result.obs[:, 0].clone()
+    assert bool((start < 0).any()) and bool((start == 0).any()) and bool((~alive).any())
+    assert torch.allclose(total, last - start, atol=1e-5)
 
 
 def test_shaped_is_outcome_plus_its_documented_dense_terms():
