@@ -118,3 +118,19 @@ def test_the_sims_training_recipe_turns_the_curriculum_on_and_a_setting_wins():
     # A resolved config gives itself back, so config.toml trains the same curriculum.
     again = resolve(resolve({}, "cpu").to_dict(), "cpu")
     assert again.sim.spawn_partial_ammo == 0.3
+
+
+def test_the_graph_safe_masked_reset_draws_what_the_indexed_one_does():
+    # sync_free is the accelerator's reset (masked, no host read): run here on the CPU, it must
+    # start every episode with the missiles the CPU's indexed reset gives.
+    config = SimConfig(spawn_partial_ammo=0.5)
+    masked, indexed = BatchedSim(16, config, seed=3, sync_free=True), BatchedSim(16, config, seed=3)
+    masked.reset()
+    indexed.reset()
+    fire_every_7th = torch.zeros(16, 2, 3, dtype=torch.int64)
+    for step in range(700):
+        fire_every_7th[..., 2] = int(step % 7 == 0)
+        masked.step(fire_every_7th)
+        indexed.step(fire_every_7th)
+        assert torch.equal(masked.state.f_ammo, indexed.state.f_ammo)
+    assert int(masked.state.episode_index.min()) >= 2
