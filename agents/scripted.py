@@ -56,6 +56,11 @@ def most_urgent_missile(obs: torch.Tensor, layout: ObsLayout, spent_speed_mps: t
     return pick(tti), pick(speed), pick(bsin), pick(bcos)
 
 
+COMPILED_KINDS = 64
+"""Compiled versions of ``ScriptedAgent._decide`` one process keeps (one per agent kind and
+parameter shape): Dynamo's ``recompile_limit`` is raised to this when an agent compiles."""
+
+
 class ScriptedAgent(BaseAgent):
     """Base of the scripted opponents: knows the observation layout and the missile tables."""
 
@@ -84,6 +89,12 @@ class ScriptedAgent(BaseAgent):
         (crank at 64 environments on one CPU core: 1.05 ms → 0.04 ms a call, after about 8 s
         of compiling, cached on disk by PyTorch for later runs). Returns self."""
         self.prepare()
+        # Every scripted agent compiles the one method ``_decide``, and Dynamo keeps the compiled
+        # versions of one function under one limit (8 by default): a league with more anchor
+        # kinds than that (the tactic library's six beside crank, shooter, random, ...) would
+        # run the rest eagerly. Each kind takes one entry, so the limit is raised to cover them.
+        dynamo_config = torch._dynamo.config
+        dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, COMPILED_KINDS)
         self._compiled = torch.compile(self._decide, dynamic=False)
         return self
 

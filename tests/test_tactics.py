@@ -254,6 +254,25 @@ def test_a_compiled_tactic_acts_exactly_as_its_eager_twin(name):
     assert fired > 0 and resets > 0  # launches and redrawn parameters both took part
 
 
+@pytest.mark.slow
+def test_one_process_compiles_more_agent_kinds_than_dynamos_default_limit():
+    # A league with the tactic library as anchors compiles ten or more kinds of scripted agent
+    # in each actor process; past Dynamo's default of 8 versions of one function the rest ran
+    # eagerly ("Dynamo recompile limit exceeded"). Every kind must run its compiled form.
+    from torch._dynamo.utils import counters
+
+    specs = ["crank", "shooter", "pursuit", "straight", *TRAINING]
+    assert len(specs) > 8
+    obs = BatchedSim(16, SimConfig(), seed=2).reset()[:, 1].clone()
+    counters.clear()
+    with torch.no_grad():
+        for spec in specs:
+            eager = make_agent(spec, 16, LAYOUT, seed=3)
+            compiled = make_agent(spec, 16, LAYOUT, seed=3).compile()
+            assert torch.equal(compiled.act(obs), eager.act(obs)), spec
+    assert not [k for k in counters["unimplemented"] if "recompile limit" in k.lower()]
+
+
 # ---------------------------------------------------------------- where specs are accepted
 
 
