@@ -28,7 +28,6 @@ from pipeline.config.validation import validate
 from pipeline.envs.choice import EnvFactory, check_env_spec
 from sim.config import SimConfig
 
-
 CPU_TOTAL_STEPS = 6_000_000
 """The default budget on a CPU: about 3 to 4 minutes of training on 2 cores."""
 SIM_PARTIAL_AMMO = 0.3
