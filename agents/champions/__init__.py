@@ -5,18 +5,19 @@ the simulator it was trained on; no optimizer state), loaded and checked like an
 ``pipeline.config.specs.build_agent``: a file of another observation layout or action mode is
 refused in one line naming it.
 
-``ace``, ``ace.pt``: the final policy of a league-bench run, seed 0, 24M agent-steps, the
+``ace``, ``ace.pt``: the final policy of a league-bench run, seed 1, 24M agent-steps, the
 bench's recipe as of 2026-11-26 (``bench/learn_league.py``'s ``BENCH_RECIPE``: a 128×128
 network, half the groups against past selves, γ 0.995, the five scripted fighters and the
 tactic library's six training tactics as anchors, the pool frozen for the last third; the
 launcher's endgame curriculum and ``shaped+0.5*hunt``)::
 
-    python bench/learn_league.py --seed 0 --run-dir RUN --heldout-episodes 200
+    python bench/learn_league.py --seed 1 --run-dir RUN --heldout-episodes 200
     python bench/package_champion.py RUN --name ace
 
 Its evaluation table, wall time and device are in bench/RESULTS.md, "The champion, ace, from
-the tactic-anchored league": it wins 93.5–100 % against five of the six held-out tactics it
-never met, 98.7 % against ``random``, 83.6 % against ``crank``.
+the tactic-anchored league": it wins 89–100 % against five of the six held-out tactics it
+never met, 95.5 % against ``random``, 88.5 % against ``crank``; a best response trained for 4M
+agent-steps wins 1 % against it.
 """
 
 from __future__ import annotations
