@@ -29,8 +29,9 @@ training half (``agents.tactics.TRAINING``: six tactics, each drawing its parame
 from its training ranges) as anchors, so none is forgotten and the fighter meets many ways to
 fight, not one (against the held-out tactics the lowest win rate went from 0–2 % to 33.5–41 %
 over three seeds, five of six at 89.5 % or more in two of them: bench/RESULTS.md, "The tactic
-library as the league's anchors"); PFSP weights ``(1 − p_win)^0.5``, under which the anchors the learner beats less
-often (``crank``, ``random``) keep more of the games than the floor leaves them at power 1; and
+library as the league's anchors"); PFSP weights ``(1 − p_win)^0.5``, under which the anchors
+the learner beats less often (``crank``, ``random``) keep more of the games than the floor
+leaves them at power 1; and
 no snapshot after two thirds of the updates, so the final policy has the last third of the run
 to outgrow its newest past self instead of tying a near copy of itself in the round robin.
 ``--set`` overrides any of them.

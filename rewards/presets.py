@@ -132,7 +132,7 @@ class HuntReward(BaseReward):
         # present whenever any of the enemy's missiles is in flight.
         hunted = ((obs[:, self.i_enemy_left] <= 0) & (obs[:, self.i_incoming] < 0.5)
                   & (obs[:, self.i_enemy_alive] > 0.5))
-        return torch.where(hunted, -obs[:, self.i_range].float(), torch.zeros_like(obs[:, self.i_range], dtype=torch.float32))
+        return torch.where(hunted, -obs[:, self.i_range].float(), 0.0)
 
     def compute(self, obs_before, obs_after, action, done, info: StepInfo) -> torch.Tensor:
         """``[N]`` float32: ``Φ(obs_after) − Φ(obs_before)``."""

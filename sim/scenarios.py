@@ -79,12 +79,14 @@ def uniform_batch(
 
 
 def uniforms_batch(
-    seed: int, env_index: torch.Tensor, episode_index: torch.Tensor, num_draws: int, dtype: torch.dtype
+    seed: int, env_index: torch.Tensor, episode_index: torch.Tensor, num_draws: int, dtype: torch.dtype,
+    first: int = 0,
 ) -> torch.Tensor:
-    """All ``num_draws`` draws at once, ``[M, num_draws]`` in ``dtype`` (exact: 24-bit values)."""
+    """Draws ``first`` to ``first + num_draws − 1`` at once, ``[M, num_draws]`` in ``dtype``
+    (exact: 24-bit values)."""
     h = hash32_t((env_index & _MASK32) ^ hash32(seed))
     h = hash32_t(h ^ (episode_index & _MASK32)).unsqueeze(-1)
-    draws = torch.arange(num_draws, dtype=torch.int64, device=env_index.device)
+    draws = torch.arange(first, first + num_draws, dtype=torch.int64, device=env_index.device)
     h = hash32_t(h ^ draws)
     return (h >> 8).to(dtype) * (1.0 / float(1 << 24))
 
@@ -107,6 +109,12 @@ class InitialConditions:
 
 def _lerp(lo_hi: tuple[float, float], u: float) -> float:
     return lo_hi[0] + (lo_hi[1] - lo_hi[0]) * u
+
+
+def _start_ammo(config: SimConfig, u_partial: float, u_count: float) -> int:
+    """One side's missiles at the start (``spawn_partial_ammo``) from its two uniform draws."""
+    full = config.missiles_per_fighter
+    return min(int(u_count * full), full - 1) if u_partial < config.spawn_partial_ammo else full
 
 
 def initial_conditions(
@@ -136,10 +144,8 @@ def initial_conditions(
     blue = (cx + c * half, cy + s * half)
     red_ammo = blue_ammo = None
     if config.spawn_partial_ammo > 0:
-        full = config.missiles_per_fighter
-        red_ammo, blue_ammo = (
-            min(int(u(DRAW_RED_AMMO + side) * full), full - 1) if u(DRAW_RED_PARTIAL + side) < config.spawn_partial_ammo
-            else full for side in (0, 1))
+        red_ammo, blue_ammo = (_start_ammo(config, u(DRAW_RED_PARTIAL + side), u(DRAW_RED_AMMO + side))
+                               for side in (0, 1))
     return InitialConditions(red, red_h + rot, red_v, blue, blue_h + rot, blue_v, red_ammo, blue_ammo)
 
 
@@ -200,7 +206,7 @@ def initial_ammo_batch(
     full = config.missiles_per_fighter
     if config.spawn_partial_ammo <= 0 or config.scenario == "head_on":
         return torch.full((m, 2), full, dtype=torch.int64, device=dev)
-    draws = uniforms_batch(seed, env_index, episode_index, DRAW_BLUE_AMMO + 1, torch.float64)
-    partial = draws[:, DRAW_RED_PARTIAL:DRAW_BLUE_PARTIAL + 1] < config.spawn_partial_ammo
-    fewer = (draws[:, DRAW_RED_AMMO:DRAW_BLUE_AMMO + 1] * full).to(torch.int64).clamp(max=full - 1)
+    draws = uniforms_batch(seed, env_index, episode_index, 4, torch.float64, first=DRAW_RED_PARTIAL)
+    partial = draws[:, :2] < config.spawn_partial_ammo  # DRAW_RED_PARTIAL, DRAW_BLUE_PARTIAL
+    fewer = (draws[:, 2:] * full).to(torch.int64).clamp(max=full - 1)  # DRAW_RED_AMMO, DRAW_BLUE_AMMO
     return torch.where(partial, fewer, torch.full_like(fewer, full))

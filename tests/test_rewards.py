@@ -141,9 +141,7 @@ def test_hunt_over_a_whole_fight_is_minus_the_final_range_to_a_disarmed_enemy_le
         actions = torch.zeros(64, 2, 3, dtype=torch.int64)
         actions[:, :, 1] = 2
         result = sim.step(actions)
-        info = {"reward": result.reward[:, 0], "launches": result.launches[:, 0], "hits": result.hits[:, 0],
-                "winner": result.winner, "terminated": result.terminated, "truncated": result.truncated,
-                "end_reason": result.end_reason}
+        info = step_info(result, 0)
         after = result.final_obs[:, 0]
         total += torch.where(alive, hunt.compute(obs, after, actions[:, 0], result.done, info), torch.zeros(64))
         last = torch.where(alive, hunt.potential(after), last)

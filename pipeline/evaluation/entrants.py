@@ -43,7 +43,8 @@ def check_entrants(specs: list[str], sim_config: SimConfig, device: str) -> None
 def trained_sim_config(specs: list[str]) -> SimConfig:
     """The simulator the checkpoints among ``specs`` were trained on (their run's ``[sim]``
     section), so that a policy trained with, say, ``sim.obs_reach = true`` is judged on the sim
-    it knows, with the rules' start (``SimConfig.rules_start``: no training curriculum); the default ``SimConfig`` when none is a checkpoint. Checkpoints trained on
+    it knows, with the rules' start (``SimConfig.rules_start``: no training curriculum); the
+    default ``SimConfig`` when none is a checkpoint. Checkpoints trained on
     different sims cannot meet in one match: a ``ValueError`` names two of them."""
     found: dict[SimConfig, str] = {}
     for spec in specs:
