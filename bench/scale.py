@@ -7,8 +7,9 @@ on CPU (gloo) with one actor, in a process of its own as the launcher's CPU defa
 rank runs torch with one intra-op thread (``torch.set_num_threads(1)``, ``OMP_NUM_THREADS=1``)
 and each rank is pinned to a core of its own (``os.sched_setaffinity``, core LOCAL_RANK), its
 actor process with it: the 1-rank run uses one core, the 2-rank run two. A rank's actor process
-runs below its learner (``actors.nice``, 19 in a CPU job of several ranks), so the learner's
-update and its all-reduce take the core the moment they can. ``--pin job`` confines a job of R
+runs below its learner, in Linux's idle scheduling class (``actors.sched idle``, a CPU job's
+default for several ranks, and set for both sizes here so they run the same config), so the
+learner's update and its all-reduce take the core the moment they can. ``--pin job`` confines a job of R
 ranks to cores 0..R-1 instead, shared between its ranks (bench/RESULTS.md has both). The job's figures:
 
 - agent-steps/s: the samples every rank trained on, summed, over the slowest rank's wall time
@@ -113,10 +114,11 @@ def rank_main(out_dir: Path, flags: list[str], pin: str) -> None:
 
 
 def measure(ranks: int, total_steps: int, envs: int, opponent: str, work_dir: Path, pin: str,
-            processes: str) -> JobFigures:
+            processes: str, sched: str = "idle") -> JobFigures:
     """One job of ``ranks`` ranks through ``torch.distributed.run``, ``total_steps`` agent-steps."""
     work_dir.mkdir(parents=True)
-    flags = [*RANK_FLAGS, "--set", f"actors.processes={processes}", "--opponent", opponent, "--envs-per-actor", str(envs), "--total-steps", str(total_steps),
+    flags = [*RANK_FLAGS, "--set", f"actors.processes={processes}", "--set", f"actors.sched={sched}",
+             "--opponent", opponent, "--envs-per-actor", str(envs), "--total-steps", str(total_steps),
              "--run-dir", str(work_dir / "run")]
     _torchrun(ranks, ["--pin", pin, "--rank-out", str(work_dir), "--", *flags])
     shares = [RankFigures(**json.loads((work_dir / f"rank{r}.json").read_text())) for r in range(ranks)]
@@ -183,6 +185,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--actor-processes", choices=("on", "off"), default="on",
                    help="on: each rank's actor in a process of its own (the launcher's CPU default); "
                         "off: an actor thread beside the learner's")
+    p.add_argument("--actor-sched", choices=("idle", "normal"), default="idle",
+                   help="the actor processes' scheduling class, both sizes (idle: a CPU job's default; "
+                        "normal: below the learner by nice 19 in the 2-rank job only)")
     p.add_argument("--pin", choices=("job", "rank"), default="rank",
                    help="rank: each rank on a core of its own (the default); job: a job of R ranks shares cores 0..R-1")
     p.add_argument("--rank-out", type=Path, default=None, help=argparse.SUPPRESS)
@@ -207,7 +212,7 @@ def main(argv: list[str] | None = None) -> None:
         for r in range(repeats):
             for ranks in ((1, 2) if r % 2 == 0 else (2, 1)):  # alternate: no size always runs warmer
                 m = measure(ranks, total, args.envs_per_actor, args.opponent, Path(tmp) / f"ranks{ranks}_{r}",
-                            args.pin, args.actor_processes)
+                            args.pin, args.actor_processes, args.actor_sched)
                 runs[ranks].append(m)
                 if ranks == 2 and bare_ms is None:
                     bare_ms = measure_bare(m.all_reduce_elements, Path(tmp) / "bare", args.pin)
@@ -221,7 +226,7 @@ def main(argv: list[str] | None = None) -> None:
     share = statistics.median(x.all_reduce_share for x in runs[2])
     ratio = med[2] / (2 * med[1])
     print(f"device cpu ({cpu_name()}), one torch thread per rank, pinned by {args.pin}, actor processes "
-          f"{args.actor_processes}, 1 actor x {args.envs_per_actor} envs, "
+          f"{args.actor_processes} ({args.actor_sched} class), 1 actor x {args.envs_per_actor} envs, "
           f"{total:,} agent-steps per job, median of {repeats}")
     assert bare_ms is not None
     print(f"gradient all-reduce: {runs[2][0].all_reduce_elements:,} float32, {ms:.2f} ms per call in the run "
@@ -230,7 +235,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"ratio (2-rank agent-steps/s over twice the 1-rank figure) {ratio:.3f}; target 0.9")
     import torch
 
-    print(f"RESULT device=cpu cores=2 torch={torch.__version__} opponent={args.opponent} actor_processes={args.actor_processes} pin={args.pin} total_steps={total} repeats={repeats} "
+    print(f"RESULT device=cpu cores=2 torch={torch.__version__} opponent={args.opponent} actor_processes={args.actor_processes} actor_sched={args.actor_sched} pin={args.pin} total_steps={total} repeats={repeats} "
           f"ranks1_agent_steps_per_s={med[1]:.0f} ranks2_agent_steps_per_s={med[2]:.0f} ratio={ratio:.3f} "
           f"ranks1_learner_samples_per_s={learner[1]:.0f} ranks2_learner_samples_per_s={learner[2]:.0f} "
           f"allreduce_ms={ms:.3f} allreduce_share={share:.4f} allreduce_bare_ms={bare_ms:.3f} "

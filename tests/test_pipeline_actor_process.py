@@ -160,6 +160,34 @@ def test_actor_processes_run_below_the_learner_by_actors_nice(tmp_path):
         resolve(parse_config(flags(tmp_path, "--set", "actors.nice=20")), "cpu")
 
 
+def sched_policy(pid: int) -> int:
+    """A process's scheduling policy, from /proc (field 41 of its stat line)."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[38])
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="Linux's idle scheduling class")
+def test_actor_processes_run_in_the_idle_class_by_actors_sched(tmp_path):
+    mine = sched_policy(os.getpid())
+    config = resolve(parse_config(flags(tmp_path, "--total-steps", "64", "--set", "actors.sched=idle")), "cpu")
+    parts = build(config, Metrics())
+    try:
+        pids = [actor.pid for actor in parts.actors if isinstance(actor, ProcessActor)]
+        assert len(pids) == 2 and None not in pids
+        assert [sched_policy(pid) for pid in pids if pid is not None] == [os.SCHED_IDLE] * 2
+        assert sched_policy(os.getpid()) == mine == os.SCHED_OTHER  # the learner keeps its class
+    finally:
+        parts.close()
+    normal = resolve(parse_config(flags(tmp_path, "--total-steps", "64")), "cpu")
+    assert normal.actors.sched == "auto"  # normal for one process; a CPU torchrun job's ranks: idle
+    parts = build(normal, Metrics())
+    try:
+        assert {sched_policy(a.pid) for a in parts.actors if isinstance(a, ProcessActor) and a.pid} == {os.SCHED_OTHER}
+    finally:
+        parts.close()
+    with pytest.raises(ConfigError, match=r"actors\.sched must be one of auto, normal, idle, got 'lowest'"):
+        resolve(parse_config(flags(tmp_path, "--set", "actors.sched=lowest")), "cpu")
+
+
 class Hooks:
     """The run's hooks, keeping what the loops report; a failure is counted, not fatal."""
 

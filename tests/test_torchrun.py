@@ -109,6 +109,10 @@ def test_each_rank_collects_its_own_data_and_trains_its_share():
     assert config.actors.nice == -1 and zero.actors.nice == first.actors.nice == JOB_ACTOR_NICE == 19
     chosen = resolve(parse_config(["--total-steps", "10000", "--device", "cpu", "--set", "actors.nice=0"]))
     assert one.rank_config(one.job_config(chosen)).actors.nice == 0
+    # ... in Linux's idle class, so a waking learner takes the core back at once.
+    assert config.actors.sched == "auto" and zero.actors.sched == first.actors.sched == "idle"
+    normal = resolve(parse_config(["--total-steps", "10000", "--device", "cpu", "--set", "actors.sched=normal"]))
+    assert one.rank_config(one.job_config(normal)).actors.sched == "normal"
     assert [Job(r, 3).share_of_chunks(10) for r in range(3)] == [4, 4, 4]
     assert Job().rank_config(config) is config and Job().job_config(config) is config
     small = resolve(parse_config(["--total-steps", "256", "--envs-per-actor", "16", "--device", "cpu"]))

@@ -28,6 +28,7 @@ from pipeline.config.recipe import SIM_FIRE_LOGIT
 from pipeline.config.resolution import resolve
 from pipeline.config.sections import (
     ACTOR_PROCESSES,
+    ACTOR_SCHEDS,
     DISPLAYS,
     LEAGUE,
     RING_PLACEMENTS,
@@ -43,6 +44,7 @@ from pipeline.config.validation import validate
 
 __all__ = [
     "ACTOR_PROCESSES",
+    "ACTOR_SCHEDS",
     "CUDA_STREAMS_PER_POOL",
     "DISPLAYS",
     "LEAGUE",

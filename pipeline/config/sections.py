@@ -15,6 +15,7 @@ from sim.config import SimConfig
 
 RING_PLACEMENTS = ("auto", "device", "pinned", "shared")
 ACTOR_PROCESSES = ("auto", "on", "off")
+ACTOR_SCHEDS = ("auto", "normal", "idle")
 DISPLAYS = ("auto", "rich", "plain", "none")
 
 
@@ -133,6 +134,16 @@ class ActorsConfig:
     default): 19 for the actor processes of a ``torchrun`` job of more than one rank on CPU,
     where a learner descheduled by its own actor holds up every rank's gradient all-reduce
     (bench/RESULTS.md, "One rank against two torchrun ranks"); 0 otherwise."""
+    sched: str = "auto"
+    """The actor processes' Linux scheduling class: ``normal`` (the learner's, lowered by
+    ``nice``) or ``idle`` (``SCHED_IDLE``: an actor runs only on cycles no other task of the
+    core wants, and a waking learner, or the gloo thread carrying its all-reduce, takes the
+    core back at once instead of after the actor's time slice). ``auto`` (the default):
+    ``idle`` for the actor processes of a ``torchrun`` job of more than one rank on a Linux CPU
+    host, where one rank's late collective holds up every rank (2 ranks on 2 cores do 0.83 of
+    twice one rank's work at nice 19, 0.9 or more in the idle class: bench/RESULTS.md, "The
+    actors in the idle class"); ``normal`` otherwise (one process on its own cores gains
+    nothing: the work is the same, only its order changes)."""
     processes: str = "auto"
     """Sim actors in worker processes of their own (``on``) or as threads of the learner's
     process (``off``). On a CPU host the processes do not share the learner's GIL

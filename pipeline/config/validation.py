@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import os
 from pathlib import Path
 
 from agents.registry import AGENT_NAMES, looks_like_checkpoint, names_a_path
@@ -13,6 +14,7 @@ from pipeline.config.devices import CUDA_STREAMS_PER_POOL, device_is_cuda
 from pipeline.config.errors import ConfigError
 from pipeline.config.sections import (
     ACTOR_PROCESSES,
+    ACTOR_SCHEDS,
     DISPLAYS,
     LEAGUE,
     RING_PLACEMENTS,
@@ -55,6 +57,11 @@ def validate(config: PipelineConfig) -> None:
     if actors.processes not in ACTOR_PROCESSES:
         raise ConfigError(f"actors.processes must be one of {', '.join(ACTOR_PROCESSES)}, "
                           f"got {actors.processes!r}")
+    if actors.sched not in ACTOR_SCHEDS:
+        raise ConfigError(f"actors.sched must be one of {', '.join(ACTOR_SCHEDS)}, got {actors.sched!r}")
+    if actors.sched == "idle" and not hasattr(os, "SCHED_IDLE"):
+        raise ConfigError("actors.sched = idle needs Linux's SCHED_IDLE scheduling class; this host "
+                          "has none (use normal, and actors.nice)")
     if actors.processes == "on":
         if actors.env != "midrange":
             raise ConfigError(f"actors.processes = on is for the sim; --env {actors.env} actors stay "

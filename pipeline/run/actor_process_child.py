@@ -77,6 +77,8 @@ def _serve(config: PipelineConfig, actor_id: int, seed: int, blocks: list[torch.
         if config.actors.nice > 0:  # built at the launcher's priority, then below the learner
             # (-1 is decided by the job: 19 for a CPU torchrun rank, 0 for one process)
             os.nice(config.actors.nice)
+        if config.actors.sched == "idle":  # decided by the job when auto (pipeline.run.ranks)
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
         conn.send_bytes(pack(["hello", empty]))
     except BaseException as exc:
         send_quietly(conn, pack(error_report(type(exc).__name__, str(exc))))

@@ -177,7 +177,8 @@ class Job:
 
     def rank_config(self, config: PipelineConfig) -> PipelineConfig:
         """``config`` as this rank runs it: its own seeds, its own GPU (``cuda:LOCAL_RANK``), on a
-        CPU its actor processes below its learner (``actors.nice`` -1 becomes :data:`JOB_ACTOR_NICE`);
+        CPU its actor processes below its learner (``actors.nice`` -1 becomes :data:`JOB_ACTOR_NICE`,
+        ``actors.sched`` auto the idle class on Linux);
         on every rank but 0 no display, no profile, no TensorBoard and no evaluation (rank 0
         shows and writes the job's)."""
         if not self.distributed:
@@ -191,6 +192,8 @@ class Job:
         actors = config.actors
         if actors.nice == -1 and not device_is_cuda(run.device):
             actors = dataclasses.replace(actors, nice=JOB_ACTOR_NICE)
+        if actors.sched == "auto" and not device_is_cuda(run.device) and hasattr(os, "SCHED_IDLE"):
+            actors = dataclasses.replace(actors, sched="idle")
         return dataclasses.replace(config, run=run, actors=actors, ppo=ppo)
 
     def describe(self, chunks: int, samples_per_chunk: int) -> str:
