@@ -33,8 +33,9 @@ library as the league's anchors"); PFSP weights ``(1 − p_win)^0.5``, under whi
 the learner beats less often (``crank``, ``random``) keep more of the games than the floor
 leaves them at power 1; and
 no snapshot after two thirds of the updates, so the final policy has the last third of the run
-to outgrow its newest past self instead of tying a near copy of itself in the round robin.
-``--set`` overrides any of them.
+to outgrow its newest past self instead of tying a near copy of itself in the round robin; and
+the reward ``shaped+0.5*hunt`` (the launcher's default when ``ace`` was trained, kept so the
+champion's command still reproduces it). ``--set`` overrides any of them.
 
     python bench/learn_league.py                 # the full bench
     python bench/learn_league.py --quick         # a few minutes: the mechanics, not the targets
@@ -67,7 +68,7 @@ BENCH_RECIPE = ("ppo.hidden_sizes=[128,128]", "league.self_play=0.5", "ppo.gamma
                 "league.anchors=['crank','shooter','random','pursuit','straight',"
                 "'tactic:pump?train','tactic:drag?train','tactic:late?train',"
                 "'tactic:early?train','tactic:energy?train','tactic:ladder?train']",
-                "league.pfsp_power=0.5", "league.snapshot_until=0.6667")
+                "league.pfsp_power=0.5", "league.snapshot_until=0.6667", "actors.reward=shaped+0.5*hunt")
 OPPONENTS = ("crank", "random", *LADDER)
 
 

@@ -30,7 +30,8 @@ class PPOConfig:
     total_updates: int = 1000
     """Number of :meth:`PPOLearner.update` calls the schedule spans (used when ``anneal_lr``)."""
     gamma: float = 0.99
-    """Discount factor."""
+    """Discount factor (the launcher's air-combat sim: 0.993 when left out,
+    ``pipeline.config.resolution.SIM_GAMMA``)."""
     gae_lambda: float = 0.95
     """GAE λ (also the trace factor of V-trace)."""
     num_minibatches: int = 4

@@ -107,7 +107,7 @@ class HuntReward(BaseReward):
     otherwise: ``Φ(after) − Φ(before)``.
 
     A disarmed enemy can no longer hurt the fighter, and a fight against it that runs to the
-    time limit is a draw thrown away: the sim's default reward, ``shaped+0.5*hunt``, pays the
+    time limit is a draw thrown away: the sim's default reward, ``shaped+0.75*hunt``, pays the
     fighter for every metre it closes on such an enemy. Being a potential's difference, its
     episode total is ``Φ`` at the end: 0 when the enemy was shot down (or was never
     disarmed), minus the final range when the fight ended with a disarmed enemy still flying,

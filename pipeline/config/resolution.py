@@ -28,10 +28,14 @@ from pipeline.config.validation import validate
 from pipeline.envs.choice import EnvFactory, check_env_spec
 from sim.config import SimConfig
 
-CPU_TOTAL_STEPS = 6_000_000
-"""The default budget on a CPU: about 3 to 4 minutes of training on 2 cores."""
+CPU_TOTAL_STEPS = 7_000_000
+"""The default budget on a CPU: about 4 minutes of training on 2 cores."""
 SIM_PARTIAL_AMMO = 0.3
 """The sim's training default of ``sim.spawn_partial_ammo`` (the rules' own start is 0)."""
+SIM_GAMMA = 0.993
+"""The sim's default discount: a decision every 0.5 s of a fight of up to 300 s, so 0.993 looks
+about 70 s ahead (0.99: 50 s), long enough to price a missile kept for later (bench/RESULTS.md,
+"A longer look ahead and a stronger hunt")."""
 
 
 def _table(data: dict[str, Any], name: str) -> dict[str, Any]:
@@ -162,6 +166,7 @@ def resolve(data: dict[str, Any], device: str | None = None) -> PipelineConfig:
         # late and rarely. Evaluations play the rules' start (bench/RESULTS.md, "A curriculum
         # of endgames").
         t["sim"].setdefault("spawn_partial_ammo", SIM_PARTIAL_AMMO)
+        t["ppo"].setdefault("gamma", SIM_GAMMA)
         if not cuda:
             t["ppo"].setdefault("entropy_coef", 0.003)
     if not cuda:
