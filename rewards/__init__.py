@@ -3,6 +3,7 @@
 from rewards.base import BaseReward, StepInfo, WeightedSum, step_info
 from rewards.presets import (
     DrawReward,
+    LaunchReward,
     OutcomeReward,
     ShapedConfig,
     ShapedReward,
@@ -15,6 +16,7 @@ __all__ = [
     "PRESETS",
     "BaseReward",
     "DrawReward",
+    "LaunchReward",
     "OutcomeReward",
     "ShapedConfig",
     "ShapedReward",

@@ -72,6 +72,13 @@ def test_draw_prices_only_episodes_that_end_in_a_draw():
     assert priced.tolist() == [-0.5, 1.0, 0.0, -1.0]
 
 
+def test_launch_prices_every_own_launch():
+    obs_before, obs_after, action, done, info = fake_step()
+    assert make_reward("launch").compute(obs_before, obs_after, action, done, info).tolist() == [1.0, 0.0, 0.0, 2.0]
+    priced = make_reward("outcome+-0.03*launch").compute(obs_before, obs_after, action, done, info)
+    assert priced.tolist() == pytest.approx([-0.03, 1.0, 0.0, -1.06])
+
+
 def test_wasted_counts_launches_only_beyond_the_no_escape_reach():
     _, obs_after, action, done, info = fake_step()
     real = BatchedSim(4, SimConfig(), seed=3).reset()[:, 0]  # real kinematics; ranges set below
