@@ -141,10 +141,10 @@ class ActorsConfig:
     core wants, and a waking learner, or the gloo thread carrying its all-reduce, takes the
     core back at once instead of after the actor's time slice). ``auto`` (the default):
     ``idle`` for the actor processes of a ``torchrun`` job of more than one rank on a Linux CPU
-    host, where one rank's late collective holds up every rank (2 ranks on 2 cores do 0.83 of
-    twice one rank's work at nice 19, 0.9 or more in the idle class: bench/RESULTS.md, "The
-    actors in the idle class"); ``normal`` otherwise (one process on its own cores gains
-    nothing: the work is the same, only its order changes)."""
+    host, where one rank's late collective holds up every rank (a 2-rank job on 2 cores did
+    7.5 % more agent-steps/s than at nice 19: bench/RESULTS.md, "The actors in the idle
+    class"); ``normal`` otherwise (one process on its own cores gains nothing: the work is the
+    same, only its order changes)."""
     processes: str = "auto"
     """Sim actors in worker processes of their own (``on``) or as threads of the learner's
     process (``off``). On a CPU host the processes do not share the learner's GIL
