@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -143,47 +144,41 @@ def niceness(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
 
 
-def test_actor_processes_run_below_the_learner_by_actors_nice(tmp_path):
-    mine = niceness(os.getpid())
-    config = resolve(parse_config(flags(tmp_path, "--total-steps", "64", "--set", "actors.nice=7")), "cpu")
+@contextmanager
+def actor_process_pids(config) -> Iterator[list[int]]:
+    """The pids of the two actor processes of ``config``'s built run, closed afterwards."""
     parts = build(config, Metrics())
     try:
         pids = [actor.pid for actor in parts.actors if isinstance(actor, ProcessActor)]
         assert len(pids) == 2 and None not in pids
-        assert [niceness(pid) for pid in pids if pid is not None] == [min(mine + 7, 19)] * 2
-        assert niceness(os.getpid()) == mine  # the learner's process keeps its priority
+        yield [pid for pid in pids if pid is not None]
     finally:
         parts.close()
+
+
+def test_actor_processes_run_below_the_learner_by_actors_nice(tmp_path):
+    mine = niceness(os.getpid())
+    config = resolve(parse_config(flags(tmp_path, "--total-steps", "64", "--set", "actors.nice=7")), "cpu")
+    with actor_process_pids(config) as pids:
+        assert [niceness(pid) for pid in pids] == [min(mine + 7, 19)] * 2
+        assert niceness(os.getpid()) == mine  # the learner's process keeps its priority
     default = resolve(parse_config(flags(tmp_path)), "cpu")
     assert default.actors.nice == -1  # 0 for one process; a CPU torchrun job's ranks take 19
     with pytest.raises(ConfigError, match=r"actors\.nice"):
         resolve(parse_config(flags(tmp_path, "--set", "actors.nice=20")), "cpu")
 
 
-def sched_policy(pid: int) -> int:
-    """A process's scheduling policy, from /proc (field 41 of its stat line)."""
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[38])
-
-
 @pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="Linux's idle scheduling class")
 def test_actor_processes_run_in_the_idle_class_by_actors_sched(tmp_path):
-    mine = sched_policy(os.getpid())
+    mine = os.sched_getscheduler(0)
     config = resolve(parse_config(flags(tmp_path, "--total-steps", "64", "--set", "actors.sched=idle")), "cpu")
-    parts = build(config, Metrics())
-    try:
-        pids = [actor.pid for actor in parts.actors if isinstance(actor, ProcessActor)]
-        assert len(pids) == 2 and None not in pids
-        assert [sched_policy(pid) for pid in pids if pid is not None] == [os.SCHED_IDLE] * 2
-        assert sched_policy(os.getpid()) == mine != os.SCHED_IDLE  # the learner keeps its class
-    finally:
-        parts.close()
+    with actor_process_pids(config) as pids:
+        assert [os.sched_getscheduler(pid) for pid in pids] == [os.SCHED_IDLE] * 2
+        assert os.sched_getscheduler(0) == mine != os.SCHED_IDLE  # the learner keeps its class
     normal = resolve(parse_config(flags(tmp_path, "--total-steps", "64")), "cpu")
     assert normal.actors.sched == "auto"  # normal for one process; a CPU torchrun job's ranks: idle
-    parts = build(normal, Metrics())
-    try:
-        assert {sched_policy(a.pid) for a in parts.actors if isinstance(a, ProcessActor) and a.pid} == {mine}
-    finally:
-        parts.close()
+    with actor_process_pids(normal) as pids:
+        assert {os.sched_getscheduler(pid) for pid in pids} == {mine}
     with pytest.raises(ConfigError, match=r"actors\.sched must be one of auto, normal, idle, got 'lowest'"):
         resolve(parse_config(flags(tmp_path, "--set", "actors.sched=lowest")), "cpu")
 
