@@ -13,8 +13,9 @@ learning-rate schedule), keeping a checkpoint every ``--checkpoint-s`` seconds; 
   held-out ranges: ``win_heldout_min`` is the lowest win rate;
 - a round robin of the scripted agents, the pool's newest snapshots and the final policy, with
   Bradley–Terry ratings: ``top_rated`` says who came first;
-- ``exploit_win``: the win rate against the frozen final policy of a fresh learner trained
-  against it for 4M agent-steps, over 400 episodes (``bench/exploit.py``): how exploitable it is.
+- ``exploit_win``: the win rate against the frozen final policy of the strongest of three fresh
+  learners trained against it for 4M agent-steps each, over 400 episodes (``bench/exploit.py``):
+  how exploitable it is.
 
 Targets: ≥ 95 % wins against ``crank`` and ``random``, ≥ 99 % against straight, pursuit and
 shooter, the final policy top rated, in at most 30 minutes on a 2-core CPU.
@@ -56,7 +57,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from exploit import exploit_match
+from exploit import strongest_exploiter
 
 from learner.checkpoint import list_checkpoints, read_checkpoint
 from pipeline import evaluate as evaluate_cli
@@ -179,7 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     top = ratings[0][0]
     top_label = "final" if top == final else (Path(top).name if "/" in top else top)
     ladder_min = min(results[o]["win_rate"] for o in LADDER)
-    exploit = exploit_match(final, *((40_960, 16) if args.quick else (4_000_000, 400)), seed=args.seed + 101, quick=args.quick)
+    exploit, _ = strongest_exploiter(final, 1 if args.quick else 3,
+                                     *((40_960, 16) if args.quick else (4_000_000, 400)),
+                                     seed=args.seed + 101, quick=args.quick)
     print(f"\nwall time: training {train_s:.0f}s, final evaluation {eval_s:.0f}s, round robin {rr_s:.0f}s, "
           f"total {time.perf_counter() - start:.0f}s; load average {os.getloadavg()[0]:.2f} at the end")
     print(f"RESULT win_crank={results['crank']['win_rate']:.3f} win_random={results['random']['win_rate']:.3f} "
