@@ -20,6 +20,8 @@ from agents.tactics import (
     DragTactic,
     EarlyTactic,
     EnergyTactic,
+    HerdParams,
+    HerdTactic,
     LateTactic,
     NotchTactic,
     PumpTactic,
@@ -369,3 +371,27 @@ def test_ladder_has_two_missiles_in_the_air_and_skate_leaves_after_its_shot():
         if bool(out.done.any()):
             break
     assert ladder_two and skate_away
+
+
+def _most_in_flight(herd: HerdTactic, steps: int = 120) -> int:
+    """The most own missiles ``herd`` (red) has in the air at once, head on against ``straight``."""
+    config = SimConfig(scenario="head_on")
+    sim = BatchedSim(herd.num_envs, config, seed=0)
+    blue = make_agent("straight", herd.num_envs, sim.layout, sim_config=config)
+    obs, most = sim.reset(), 0
+    for _ in range(steps):
+        flying = sum((obs[:, 0, sim.layout.index(f"own_missile[{i}].present")] == 1).long()
+                     for i in range(sim.layout.own_missiles))
+        most = max(most, int(flying.max()))
+        out = sim.step(torch.stack([herd.act(obs[:, 0]), blue.act(obs[:, 1])], dim=1))
+        obs = out.obs
+        if bool(out.done.any()):
+            break
+    return most
+
+
+def test_herd_keeps_as_many_long_shots_in_the_air_as_it_is_allowed():
+    layout = ObsLayout.from_config(SimConfig(scenario="head_on"))
+    assert _most_in_flight(HerdTactic(4, layout, sim_config=SimConfig(scenario="head_on"))) == 2  # its default
+    one = HerdTactic(4, layout, sim_config=SimConfig(scenario="head_on"), params=HerdParams(max_in_flight=1.0))
+    assert _most_in_flight(one) == 1

@@ -17,7 +17,15 @@ import torch
 
 from agents.tactics.base import Ranges, TacticAgent
 from agents.tactics.defence import DragTactic, EarlyTactic, NotchTactic, PumpTactic
-from agents.tactics.offence import EnergyTactic, LadderTactic, LateTactic, SkateTactic, SniperTactic
+from agents.tactics.offence import (
+    EnergyTactic,
+    HerdParams,
+    HerdTactic,
+    LadderTactic,
+    LateTactic,
+    SkateTactic,
+    SniperTactic,
+)
 from agents.tactics.split import HELDOUT, HELDOUT_RANGES, TRAINING, TRAINING_RANGES
 from sim.config import SimConfig
 from sim.layout import ObsLayout
@@ -25,7 +33,7 @@ from sim.layout import ObsLayout
 TACTICS: dict[str, type[TacticAgent]] = {
     cls.name: cls
     for cls in (PumpTactic, NotchTactic, DragTactic, EarlyTactic, SniperTactic, LateTactic, LadderTactic,
-                SkateTactic, EnergyTactic)
+                SkateTactic, EnergyTactic, HerdTactic)
 }
 """Every tactic by name."""
 
@@ -79,6 +87,8 @@ __all__ = [
     "DragTactic",
     "EarlyTactic",
     "EnergyTactic",
+    "HerdParams",
+    "HerdTactic",
     "LadderTactic",
     "LateTactic",
     "NotchTactic",

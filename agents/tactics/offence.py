@@ -176,3 +176,33 @@ class EnergyTactic(TacticAgent):
         rudder, threatened = self.drag(obs, rudder, self.param("defend_tti_s"))
         fire = self.shot(obs, self.param("launch_fraction")) & ~threatened
         return rudder, torch.ones_like(rudder), fire
+
+
+@dataclass(frozen=True)
+class HerdParams:
+    """Parameters of ``herd``."""
+
+    launch_fraction: float = 0.95
+    """Fire at this fraction of the reach against the enemy flying straight (0.8–1.0)."""
+    max_in_flight: float = 2.0
+    """Fire again while fewer than this many own missiles fly (1–3, rounded down)."""
+    defend_tti_s: float = 20.0
+    """Drag a live inbound missile with a time to impact under this (10–40)."""
+
+
+class HerdTactic(TacticAgent):
+    """**Herd with long shots.** Pure pursuit and a shot from the edge of the reach whenever one
+    can go, several in the air at once: each forces the enemy to turn away and run, and an enemy
+    that always runs straight back from the threat runs out of the arena, which destroys it."""
+
+    name = "herd"
+    params_type = HerdParams
+    ranges = MappingProxyType({"launch_fraction": (0.8, 1.0), "max_in_flight": (1.0, 3.0), "defend_tti_s": (10.0, 40.0)})
+
+    def commands(self, obs: torch.Tensor) -> Commands:
+        """Defend, or pursue and keep firing from long range."""
+        rudder, threatened = self.drag(obs, self.pursuit(obs), self.param("defend_tti_s"))
+        room = self.own_in_flight(obs) < torch.floor(self.param("max_in_flight"))
+        fire = (self.can_fire(obs, 30.0) & room & ~threatened
+                & (self.range_m(obs) <= self.param("launch_fraction") * self.reach_m(obs)))
+        return rudder, torch.ones_like(rudder), fire

@@ -2,7 +2,8 @@
 
 A fighter is judged on tactics it never met: :data:`HELDOUT` specs are for evaluation only and
 must never be a training opponent or a league anchor (tests/test_tactics.py checks the league's
-default anchors). Three tactics are held out whole (``notch``, ``sniper``, ``skate``); three
+default anchors). Four tactics are held out whole (``notch``, ``sniper``, ``skate``, ``herd``,
+the last the trick a learner trained against ``ace`` found: bench/RESULTS.md, "``herd``"); three
 are only trained against (``early``, ``energy``, ``ladder``); three are shared (``pump``,
 ``drag``, ``late``) with parameter ranges that are disjoint for every parameter, so a held-out
 ``pump`` never flies with a parameter a training ``pump`` could have drawn.
@@ -36,6 +37,7 @@ HELDOUT_RANGES: dict[str, Ranges] = {
     "notch": {"launch_fraction": (0.6, 1.0), "beam_angle_deg": (70.0, 110.0), "defend_tti_s": (10.0, 40.0)},
     "sniper": {"no_escape_fraction": (0.7, 1.0), "cone_deg": (10.0, 30.0), "defend_tti_s": (10.0, 40.0)},
     "skate": {"launch_fraction": (0.6, 1.0), "leave_angle_deg": (110.0, 180.0), "defend_tti_s": (10.0, 40.0)},
+    "herd": {"launch_fraction": (0.8, 1.0), "max_in_flight": (1.0, 3.0), "defend_tti_s": (10.0, 40.0)},
 }
 """Per held-out tactic, the range each parameter is drawn from (``tactic:NAME?heldout``)."""
 
