@@ -3,8 +3,8 @@
 Builds :class:`learner.PPOLearner` with the launcher's resolved defaults for the device (the
 sim's observation and action layout, the network, epochs and minibatches, the batch of
 ``intake.slots_per_batch`` chunks) and times :meth:`~learner.PPOLearner.update` on one fixed
-batch (random observations, actions sampled from the policy) after ``--warmup`` updates; eager
-is the baseline and the compiled loss prints its ratio. The learner is what decides the
+batch (``learner.ddp_smoke.synthetic_batch``: random observations, the policy's own actions)
+after ``--warmup`` updates; eager is the baseline and the compiled loss prints its ratio. The learner is what decides the
 pipeline's pace when the actors are fast, so this is the ceiling on the learner's samples/s.
 
     python bench/learner.py                       # CPU defaults, one torch thread
@@ -26,24 +26,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from learner import ActionSpec, PPOLearner, RolloutBatch
+from learner import ActionSpec, PPOLearner
+from learner.ddp_smoke import synthetic_batch
 from pipeline.config.resolution import resolve
 from sim.layout import ObsLayout
-
-
-def fixed_batch(learner: PPOLearner, steps: int, envs: int, obs_dim: int, seed: int = 0) -> RolloutBatch:
-    """A ``steps`` x ``envs`` batch of random observations with the policy's own actions."""
-    g = torch.Generator().manual_seed(seed)
-    obs = torch.randn(steps, envs, obs_dim, generator=g)
-    with torch.no_grad():
-        actions, log_probs, values = learner.policy.act(obs.reshape(steps * envs, obs_dim))
-    u = torch.rand(steps, envs, generator=g)
-    return RolloutBatch(
-        obs=obs, actions=actions.reshape(steps, envs, -1), log_probs=log_probs.reshape(steps, envs),
-        values=values.reshape(steps, envs), rewards=torch.randn(steps, envs, generator=g),
-        terminated=u < 0.05, truncated=(u >= 0.05) & (u < 0.08),
-        bootstrap_values=torch.randn(steps, envs, generator=g), next_values=torch.randn(envs, generator=g),
-        policy_versions=torch.zeros(envs, dtype=torch.int64))
 
 
 def time_updates(compile_loss: bool, overrides: dict, warmup: int, updates: int) -> tuple[float, int, tuple]:
@@ -53,7 +39,7 @@ def time_updates(compile_loss: bool, overrides: dict, warmup: int, updates: int)
     obs_dim = ObsLayout.from_config(config.sim).size
     learner = PPOLearner(ppo, obs_dim, ActionSpec.for_sim(config.sim))
     steps = config.actors.rollout_len
-    batch = fixed_batch(learner, steps, config.samples_per_batch // steps, obs_dim)
+    batch = synthetic_batch(learner, steps, config.samples_per_batch // steps, seed=0)
     for _ in range(warmup):
         learner.update(batch)
     start = time.perf_counter()
