@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from agents.tactics import HELDOUT
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -30,7 +32,8 @@ def test_the_league_bench_runs_end_to_end(tmp_path):
     held = re.search(r"^\s+held-out: (.*)$", out, re.M)
     assert held is not None, out
     pairs = held[1].split()
-    assert pairs[::2] == ["pump", "drag", "late", "notch", "sniper", "skate"], out
+    assert pairs[::2] == [s.removeprefix("tactic:").removesuffix("?heldout") for s in HELDOUT], out
+    assert "herd" in pairs[::2] and "skate" in pairs[::2]
     assert min(float(x) for x in pairs[1::2]) == float(result["win_heldout_min"])
     # Two curve rows, and the round robin entered the scripted agents, a snapshot and the final.
     assert len(re.findall(r"^\s+[\d,]+ steps\s+\d+s\s+crank", out, re.M)) == 2, out
