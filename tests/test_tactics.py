@@ -26,6 +26,7 @@ from agents.tactics import (
     NotchTactic,
     PumpTactic,
     SniperTactic,
+    TacticAgent,
     parse_tactic_spec,
 )
 from pipeline.config.errors import ConfigError
@@ -326,10 +327,12 @@ def test_evaluate_plays_tactics_and_refuses_a_bad_spec_in_one_line(capsys):
 # ---------------------------------------------------------------- each idea, in the simulator
 
 
-def _duel(red: str, blue: str, n: int, steps: int, config: SimConfig):
-    """(sim, red's observation before the step, the step's result) for ``steps`` decisions."""
+def _duel(red: str | TacticAgent, blue: str, n: int, steps: int, config: SimConfig):
+    """(sim, red's observation before the step, the step's result) for ``steps`` decisions;
+    ``red`` a spec or an agent built for ``n`` environments."""
     sim = BatchedSim(n, config, seed=0)
-    agents = [make_agent(s, n, sim.layout, sim_config=config) for s in (red, blue)]
+    agents = [s if isinstance(s, TacticAgent) else make_agent(s, n, sim.layout, sim_config=config)
+              for s in (red, blue)]
     obs = sim.reset()
     for _ in range(steps):
         before = obs[:, 0].clone()
@@ -373,18 +376,11 @@ def test_ladder_has_two_missiles_in_the_air_and_skate_leaves_after_its_shot():
     assert ladder_two and skate_away
 
 
-def _most_in_flight(herd: HerdTactic, steps: int = 120) -> int:
+def _most_in_flight(herd: HerdTactic) -> int:
     """The most own missiles ``herd`` (red) has in the air at once, head on against ``straight``."""
-    config = SimConfig(scenario="head_on")
-    sim = BatchedSim(herd.num_envs, config, seed=0)
-    blue = make_agent("straight", herd.num_envs, sim.layout, sim_config=config)
-    obs, most = sim.reset(), 0
-    for _ in range(steps):
-        flying = sum((obs[:, 0, sim.layout.index(f"own_missile[{i}].present")] == 1).long()
-                     for i in range(sim.layout.own_missiles))
-        most = max(most, int(flying.max()))
-        out = sim.step(torch.stack([herd.act(obs[:, 0]), blue.act(obs[:, 1])], dim=1))
-        obs = out.obs
+    most = 0
+    for _, red, out in _duel(herd, "straight", herd.num_envs, 120, SimConfig(scenario="head_on")):
+        most = max(most, int(herd.own_in_flight(red).max()))
         if bool(out.done.any()):
             break
     return most

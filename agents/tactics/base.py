@@ -207,11 +207,12 @@ class TacticAgent(ScriptedAgent):
             & (self.col(obs, "own.missiles_left") > 0)
         )
 
-    def shot(self, obs: torch.Tensor, launch_fraction: torch.Tensor | float, cone_deg: torch.Tensor | float = 30.0
-             ) -> torch.Tensor:
-        """Bool ``[N]``: :meth:`can_fire`, no own missile in flight and the range within
-        ``launch_fraction`` of the reach against the enemy flying straight."""
-        return (self.can_fire(obs, cone_deg) & (self.own_in_flight(obs) == 0)
+    def shot(self, obs: torch.Tensor, launch_fraction: torch.Tensor | float, cone_deg: torch.Tensor | float = 30.0,
+             max_in_flight: torch.Tensor | float = 1.0) -> torch.Tensor:
+        """Bool ``[N]``: :meth:`can_fire`, fewer than ``max_in_flight`` own missiles in flight
+        (by default none) and the range within ``launch_fraction`` of the reach against the enemy
+        flying straight."""
+        return (self.can_fire(obs, cone_deg) & (self.own_in_flight(obs) < max_in_flight)
                 & (self.range_m(obs) <= launch_fraction * self.reach_m(obs)))
 
     def engage(self, obs: torch.Tensor, launch_fraction: torch.Tensor | float, crank_angle_deg: torch.Tensor | float

@@ -202,7 +202,5 @@ class HerdTactic(TacticAgent):
     def commands(self, obs: torch.Tensor) -> Commands:
         """Defend, or pursue and keep firing from long range."""
         rudder, threatened = self.drag(obs, self.pursuit(obs), self.param("defend_tti_s"))
-        room = self.own_in_flight(obs) < torch.floor(self.param("max_in_flight"))
-        fire = (self.can_fire(obs, 30.0) & room & ~threatened
-                & (self.range_m(obs) <= self.param("launch_fraction") * self.reach_m(obs)))
-        return rudder, torch.ones_like(rudder), fire
+        fire = self.shot(obs, self.param("launch_fraction"), max_in_flight=torch.floor(self.param("max_in_flight")))
+        return rudder, torch.ones_like(rudder), fire & ~threatened
