@@ -2,29 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
 from sim import SimConfig
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def load_bench():
-    spec = importlib.util.spec_from_file_location("bench_draws", REPO / "bench" / "draws.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_draws"] = module
-    spec.loader.exec_module(module)
-    return module
+from tests.bench_scripts import load_bench
 
 
 def test_two_fighters_that_never_fire_draw_at_the_time_limit_fully_armed(capsys):
     """``pursuit`` never fires: against itself every fight runs to the time limit with both
     sides' missiles on board, so no draw may be counted as against a disarmed enemy."""
-    draws = load_bench()
+    draws = load_bench("draws")
     full = SimConfig().missiles_per_fighter
     log = draws.play("pursuit", "pursuit", starts=6, seed=3)
     assert log.episodes == 12 and log.wins == log.losses == 0
@@ -36,7 +23,7 @@ def test_two_fighters_that_never_fire_draw_at_the_time_limit_fully_armed(capsys)
 
 
 def test_the_counts_add_up_and_reach_the_result_line(capsys):
-    draws = load_bench()
+    draws = load_bench("draws")
     result = draws.main(["--agent", "random", "--opponents", "random", "--starts", "64", "--seed", "1"])
     out = capsys.readouterr().out
     assert out.strip().splitlines()[-1].startswith("RESULT episodes=128 ")
@@ -51,13 +38,13 @@ def test_the_counts_add_up_and_reach_the_result_line(capsys):
 @pytest.mark.parametrize("argv", [["--agent", "pursuit", "--starts", "0"],
                                   ["--agent", "pursuit", "--opponents", " , "]])
 def test_bad_arguments_are_refused(argv, capsys):
-    draws = load_bench()
+    draws = load_bench("draws")
     with pytest.raises(SystemExit) as exc:
         draws.main(argv)
     assert exc.value.code == 2
 
 
 def test_quick_plays_32_starts_per_opponent(capsys):
-    draws = load_bench()
+    draws = load_bench("draws")
     result = draws.main(["--agent", "random", "--opponents", "random", "--quick"])
     assert result["episodes"] == 64
