@@ -7,6 +7,7 @@ They form a ladder for evaluation: ``straight`` < ``pursuit`` < ``shooter`` < ``
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,6 +35,25 @@ def pursuit_rudder(obs: torch.Tensor, layout: ObsLayout) -> torch.Tensor:
     return (pursuit_actions(obs, layout)[:, 0] - 1).to(obs.dtype)
 
 
+def columns(obs: torch.Tensor, indices: list[int]) -> torch.Tensor:
+    """``obs[:, indices]`` as a view when the indices are evenly spaced (the observation's
+    per-missile blocks are), so no index list is copied from the host to the device on every
+    call (a host sync per step on a GPU, and refused inside CUDA graph capture); otherwise
+    gathered with an index tensor built once per device."""
+    if not indices:
+        raise ValueError("columns needs at least one index")
+    steps = {b - a for a, b in itertools.pairwise(indices)}
+    if len(indices) == 1 or (len(steps) == 1 and min(steps) > 0):
+        step = steps.pop() if steps else 1
+        return obs[:, indices[0]:indices[-1] + 1:step]
+    return obs.index_select(1, _index_tensor(tuple(indices), obs.device))
+
+
+@lru_cache(maxsize=256)
+def _index_tensor(indices: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    return torch.tensor(indices, dtype=torch.int64, device=device)
+
+
 def most_urgent_missile(obs: torch.Tensor, layout: ObsLayout, spent_speed_mps: torch.Tensor | float
                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The inbound missile with the shortest time to impact (range / closing speed) among the
@@ -43,7 +63,7 @@ def most_urgent_missile(obs: torch.Tensor, layout: ObsLayout, spent_speed_mps: t
     k = layout.incoming
     idx = [[layout.index(f"incoming[{i}].{f}") for i in range(k)]
            for f in ("present", "range", "speed", "closing_speed", "bearing_sin", "bearing_cos")]
-    present, rng, speed, closing, bsin, bcos = (obs[:, i] for i in idx)
+    present, rng, speed, closing, bsin, bcos = (columns(obs, i) for i in idx)
     closing_mps = closing * CLOSING_SCALE_MPS
     tti = rng * RANGE_SCALE_M / closing_mps.clamp_min(1e-3)
     live = (present > 0.5) & (speed * MISSILE_SPEED_SCALE_MPS >= spent_speed_mps) & (closing_mps > 0)

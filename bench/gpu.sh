@@ -1,6 +1,14 @@
 #!/usr/bin/env bash
-# Everything that needs a CUDA device, in one go: the GPU tests, then the simulator, actor and
-# pipeline benchmarks at GPU scale. Usage: bash bench/gpu.sh [LOG_DIR]   (default bench/gpu-logs)
+# Everything that needs a CUDA device, in one go: the GPU tests, the simulator, actor and pipeline
+# benchmarks at GPU scale, then the default launch on the GPU with the profiler and the CUDA
+# allocator's counters sampled while it runs, and the overlap report of its trace.
+#
+# Usage: bash bench/gpu.sh [LOG_DIR]   (default bench/gpu-logs)
+# Knobs (environment): STEP_TIMEOUT seconds per step (default 0: none; a step past it gets SIGTERM,
+# which the launcher answers with a checkpoint), SIM_SIZES (bench/sim.py --sizes; default its own),
+# LAUNCH_STEPS (the launch's --total-steps; default 20000000), METRICS_PORT (default 9400),
+# STEPS (space-separated subset of: tests sim actor pipeline launch; default all), TESTS (pytest
+# paths or node ids; default every module holding gpu-marked tests), ACTOR_SECONDS (default 10).
 # Exits non-zero if there is no CUDA device or any step failed; every step runs regardless.
 set -uo pipefail
 out=${1:-bench/gpu-logs}
@@ -10,20 +18,63 @@ if ! python -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 
     exit 2
 fi
 export PYTHONUNBUFFERED=1
+limit=${STEP_TIMEOUT:-0}
+steps=" ${STEPS:-tests sim actor pipeline launch} "
+port=${METRICS_PORT:-9400}
 status=0
 step() {
     local name=$1; shift
-    echo "=== $name: $*"
-    "$@" 2>&1 | tee "$out/$name.log"
+    echo "=== $name: $* ($(date -u +%T))"
+    timeout --signal=TERM --kill-after=20 "$limit" "$@" 2>&1 | tee "$out/$name.log"
     local rc=${PIPESTATUS[0]}
-    echo "=== $name: exit $rc"
+    echo "=== $name: exit $rc ($(date -u +%T))"
     [ "$rc" -eq 0 ] || status=1
 }
+wanted() { [[ $steps == *" $1 "* ]]; }
+# The CUDA allocator's counters from the launch's own Prometheus exporter, every 5 s: the number of
+# allocation requests grows with the work, cudaMalloc calls (segments) stay flat after warm-up.
+sample_allocator() {
+    python - "$port" <<'EOF'
+import sys, time, urllib.request
+url = f"http://127.0.0.1:{sys.argv[1]}/metrics"
+keys = ("midrange_cuda_allocations_total", "midrange_cuda_segment_allocations_total",
+        "midrange_cuda_memory_reserved_bytes", "midrange_cuda_alloc_retries_total",
+        "midrange_pinned_host_allocations_total", "midrange_actor_agent_steps_total")
+start = time.time()
+while True:
+    time.sleep(5)
+    try:
+        text = urllib.request.urlopen(url, timeout=2).read().decode()
+    except OSError:
+        continue
+    seen = {}
+    for line in text.splitlines():
+        for k in keys:
+            if line.startswith(k):
+                name = k.removeprefix("midrange_")
+                seen[name] = seen.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
+    print(f"t={time.time() - start:6.1f}s " + " ".join(f"{k}={v:.0f}" for k, v in seen.items()), flush=True)
+EOF
+}
+
 { date -u +%FT%TZ; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   python -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"; } \
     | tee "$out/device.txt"
-step gpu-tests python -m pytest -m gpu -v -rs -p no:cacheprovider
-step sim python bench/sim.py --device cuda
-step actor python bench/actor.py --device cuda --envs 8192 --rollout-len 32
-step pipeline python bench/pipeline.py --device cuda
+# Only the modules that hold gpu-marked tests are collected (the others may import optional extras).
+wanted tests && step gpu-tests python -m pytest -m gpu -v -rs -p no:cacheprovider ${TESTS:-$(grep -l "pytest.mark.gpu" tests/test_*.py)}
+wanted sim && step sim python bench/sim.py --device cuda ${SIM_SIZES:+--sizes "$SIM_SIZES"}
+wanted actor && step actor python bench/actor.py --device cuda --envs 8192 --rollout-len 32 \
+    --seconds "${ACTOR_SECONDS:-10}"
+wanted pipeline && step pipeline python bench/pipeline.py --device cuda --quick
+if wanted launch; then
+    rm -rf "$out/run"
+    sample_allocator > "$out/allocator.log" 2>&1 &
+    sampler=$!
+    step launch python -m pipeline.launch --actors 4 --device cuda --profile 5 \
+        --total-steps "${LAUNCH_STEPS:-20000000}" --run-dir "$out/run" --display plain \
+        --metrics-port "$port"
+    kill "$sampler" 2>/dev/null
+    cat "$out/allocator.log"
+    step overlap python -m monitoring.overlap "$out/run/trace.json"
+fi
 exit $status

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import functools
 import os
+import traceback
 import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
@@ -203,3 +205,126 @@ def peak_bytes(fn: Callable[[], object], device_type: str | None = "meta") -> in
     with tracker:
         fn()
     return tracker.peak
+
+
+# ---------------------------------------------------------------------- host traffic
+
+_SYNC_OPS = frozenset({
+    "aten::_local_scalar_dense", "aten::is_nonzero", "aten::nonzero", "aten::equal",
+    "aten::masked_select", "aten::_unique", "aten::_unique2", "aten::unique_dim",
+    "aten::unique_consecutive", "aten::repeat_interleave",
+})
+"""Operators that read device data on the host (their result's size or value is needed there)."""
+_COPY_OPS = frozenset({"aten::_to_copy", "aten::copy_", "aten::_copy_from"})
+_FROM_HOST_DATA = frozenset({"tensor", "as_tensor", "asarray"})
+
+
+class HostTraffic:
+    """Records what a piece of code makes the host wait for or copy to the device: reads of
+    device data (``.item()``, ``bool(t)``, ``nonzero``, boolean-mask indexing, ...), copies of
+    host tensors to the device (``t.to(device)``, ``dst.copy_(cpu_t)``, a host tensor beside
+    device ones in an operator), device tensors built from host data (``torch.as_tensor(0.5,
+    device=...)``) and device tensors indexed with host data (``t[:, [1, 2]]``). On a GPU each
+    one is a host sync or a copy from pageable memory per call, and CUDA graph capture refuses
+    the copies.
+
+    Run on the ``meta`` device, it finds them without a GPU: ``meta`` stands in for the
+    accelerator, and each event names what happened and the line outside PyTorch that did it.
+    The code still runs (on ``meta``, a read of device data then raises).
+
+        with HostTraffic() as traffic:
+            agent.act(obs_on_meta)
+        assert not traffic.events, traffic.events
+    """
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+        self._modes = (_TrafficFunctions(self.events), _TrafficDispatch(self.events))
+
+    def __enter__(self) -> HostTraffic:
+        for mode in self._modes:
+            mode.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for mode in reversed(self._modes):
+            mode.__exit__(*exc)
+
+
+def _on_device(t: object) -> bool:
+    return isinstance(t, torch.Tensor) and t.device.type != "cpu"
+
+
+def _host_index(index: object) -> bool:
+    """Whether an index holds host data that must be copied to the device: a list, tuple or
+    array of integers or booleans, or a CPU tensor, alone or inside an index tuple."""
+    parts = index if isinstance(index, tuple) else (index,)
+    for part in parts:
+        if isinstance(part, torch.Tensor) and part.device.type == "cpu":
+            return True
+        if isinstance(part, list) or type(part).__module__ == "numpy":
+            return True
+    return False
+
+
+class _TrafficFunctions(TorchFunctionMode):
+    """The calls that move host data to the device before any operator runs."""
+
+    def __init__(self, events: list[str]) -> None:
+        super().__init__()
+        self.events = events
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if name in _FROM_HOST_DATA and args and not isinstance(args[0], torch.Tensor):
+            device = kwargs.get("device")
+            if device is not None and torch.device(device).type != "cpu":
+                self.events.append(f"torch.{name} builds a device tensor from host data at {_caller()}")
+        elif name in ("__getitem__", "__setitem__") and len(args) >= 2 and _on_device(args[0]):
+            if _host_index(args[1]):
+                self.events.append(f"Tensor.{name} indexes a device tensor with host data at {_caller()}")
+        return func(*args, **kwargs)
+
+
+class _TrafficDispatch(TorchDispatchMode):
+    """The operators that read device data on the host or take host tensors to the device."""
+
+    def __init__(self, events: list[str]) -> None:
+        super().__init__()
+        self.events = events
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        name = func._schema.name
+        tensors = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+        on_device = any(t.device.type != "cpu" for t in tensors)
+        reason = ""
+        if name in _SYNC_OPS and on_device:
+            reason = "reads device data on the host"
+        elif name == "aten::index" and any(
+                isinstance(i, torch.Tensor) and i.dtype == torch.bool and i.device.type != "cpu"
+                for i in tree_leaves(args[1:])):
+            reason = "indexes with a boolean mask (its size is read on the host)"
+        elif name in _COPY_OPS:
+            target = kwargs.get("device") if name == "aten::_to_copy" else args[0].device
+            target = torch.device(target) if target is not None else args[0].device
+            sources = tensors[1:] if name == "aten::copy_" else tensors[:1]
+            if target.type != "cpu" and any(t.device.type == "cpu" for t in sources):
+                reason = "copies a host tensor to the device"
+        elif on_device and any(t.device.type == "cpu" and t.dim() > 0 for t in tensors):
+            reason = "takes a host tensor beside device tensors (a copy to the device)"
+        if reason:
+            self.events.append(f"{name} {reason} at {_caller()}")
+        return func(*args, **kwargs)
+
+
+def _caller() -> str:
+    """The innermost stack frame outside torch and this module, as ``path:line in function``."""
+    here = Path(__file__).resolve()
+    for frame in reversed(traceback.extract_stack()):
+        path = Path(frame.filename)
+        if path.resolve() == here or "torch" in path.parts:
+            continue
+        return f"{frame.filename}:{frame.lineno} in {frame.name}"
+    return "?"

@@ -34,6 +34,15 @@ Ranges = Mapping[str, tuple[float, float]]
 """A range ``(low, high)`` per parameter name."""
 
 
+def on_device(value: torch.Tensor | float, like: torch.Tensor) -> torch.Tensor:
+    """``value`` as a tensor of ``like``'s dtype on its device. A number is written there by a
+    fill kernel (``torch.as_tensor(number, device=...)`` would copy it from the host: a host
+    sync per call on a GPU, and refused inside CUDA graph capture)."""
+    if isinstance(value, torch.Tensor):
+        return value.to(device=like.device, dtype=like.dtype)
+    return like.new_full((), value)
+
+
 def hold_at_angle(bearing_sin: torch.Tensor, bearing_cos: torch.Tensor, angle_deg: torch.Tensor | float,
                   deadband_deg: torch.Tensor | float) -> torch.Tensor:
     """Rudder in {−1, 0, +1} (float ``[N]``) that brings an object seen at this bearing to
@@ -41,8 +50,8 @@ def hold_at_angle(bearing_sin: torch.Tensor, bearing_cos: torch.Tensor, angle_de
     ``deadband_deg`` of it: 0° is pursuit, 50° a crank, 90° the beam, 180° puts it behind."""
     off_nose = torch.atan2(bearing_sin.abs(), bearing_cos)
     side = torch.where(bearing_sin >= 0, 1.0, -1.0)
-    target = torch.as_tensor(angle_deg, dtype=off_nose.dtype, device=off_nose.device) * (math.pi / 180)
-    band = torch.as_tensor(deadband_deg, dtype=off_nose.dtype, device=off_nose.device) * (math.pi / 180)
+    target = on_device(angle_deg, off_nose) * (math.pi / 180)
+    band = on_device(deadband_deg, off_nose) * (math.pi / 180)
     return torch.where(off_nose > target + band, side, torch.where(off_nose < target - band, -side, 0.0 * side))
 
 
@@ -199,7 +208,7 @@ class TacticAgent(ScriptedAgent):
     def can_fire(self, obs: torch.Tensor, cone_deg: torch.Tensor | float) -> torch.Tensor:
         """Bool ``[N]``: enemy alive and within ``cone_deg`` off the nose, own fire ready and
         missiles left (the range and the missiles in flight are each tactic's own rule)."""
-        cone = torch.as_tensor(cone_deg, dtype=obs.dtype, device=obs.device) * (math.pi / 180)
+        cone = on_device(cone_deg, obs) * (math.pi / 180)
         return (
             (self.col(obs, "enemy.bearing_cos") >= torch.cos(cone))
             & (self.col(obs, "enemy.alive") > 0.5)

@@ -1,0 +1,113 @@
+"""Host traffic on the accelerator path, found on the CPU: the ``meta`` device stands in for the
+GPU and :class:`sim.device.HostTraffic` records every read of device data on the host and every
+copy of host data to the device. On a GPU each one is a host sync per call, and CUDA graph
+capture refuses the copies (an H100 run found two such copies in the scripted opponents: an
+index list in ``most_urgent_missile`` and numbers made tensors with ``torch.as_tensor``)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from actors.sim_actor import SimActor
+from agents.grouped import GroupedOpponent
+from agents.policy import PolicyAgent
+from agents.registry import AGENT_NAMES
+from agents.scripted import columns
+from agents.tactics import PREFIX, TACTICS
+from core.schema import RolloutSpec
+from learner import ActionSpec, ActorCritic
+from pipeline.config import resolve
+from pipeline.config.flags import parse_config
+from pipeline.config.specs import build_agent, make_reward
+from pipeline.transport.ring import RolloutRing
+from sim import ObsLayout, SimConfig
+from sim.device import HostTraffic
+
+META = torch.device("meta")
+CFG = SimConfig()
+LAYOUT = ObsLayout.from_config(CFG)
+
+
+def _traffic(fn) -> list[str]:
+    with HostTraffic() as traffic:
+        try:
+            fn()
+        except (RuntimeError, NotImplementedError):
+            pass  # on meta a read of device data raises after it was recorded
+    return traffic.events
+
+
+X = torch.zeros(4, 10, device=META)
+
+
+@pytest.mark.parametrize("snippet, what", [
+    (lambda: X.sum().item(), "reads device data on the host"),
+    (lambda: bool(X.any()), "reads device data on the host"),
+    (lambda: X[X > 0], "boolean mask"),
+    (lambda: X.nonzero(), "reads device data on the host"),
+    (lambda: X[:, [1, 2, 3]], "indexes a device tensor with host data"),
+    (lambda: X[:, torch.tensor([1, 2])], "indexes a device tensor with host data"),
+    (lambda: torch.as_tensor(0.5, dtype=torch.float32, device=META), "builds a device tensor from host data"),
+    (lambda: torch.tensor([1.0, 2.0], device=META), "builds a device tensor from host data"),
+    (lambda: torch.ones(3).to(META), "copies a host tensor to the device"),
+    (lambda: X.clone().copy_(torch.ones(4, 10)), "copies a host tensor to the device"),
+])
+def test_each_kind_of_host_traffic_is_recorded_with_its_line(snippet, what):
+    events = _traffic(snippet)
+    assert events and what in events[0], events
+    assert "test_host_traffic.py" in events[0]
+
+
+def test_device_side_work_is_no_traffic():
+    def work():
+        y = X[:, 1:7:2] * X.new_full((), 2.0) + torch.where(X > 0, X, 0.0)
+        y.index_select(1, torch.zeros(2, dtype=torch.int64, device=META)).argmin(-1)
+        X * torch.tensor(2.0)  # a 0-dim host tensor is a scalar argument, not a copy
+    assert _traffic(work) == []
+
+
+def test_columns_is_a_view_when_the_indices_are_evenly_spaced():
+    obs = torch.arange(40.0).view(4, 10)
+    for idx in ([3], [1, 4, 7], [0, 1, 2], [2, 5, 6]):
+        assert torch.equal(columns(obs, idx), obs[:, idx])
+    assert columns(obs, [1, 4, 7]).untyped_storage().data_ptr() == obs.untyped_storage().data_ptr()
+    assert _traffic(lambda: columns(X, [1, 4, 7])) == []
+    with pytest.raises(ValueError, match="at least one index"):
+        columns(obs, [])
+
+
+AGENTS = [*AGENT_NAMES, *(f"{PREFIX}{t}" for t in TACTICS)]
+
+
+@pytest.mark.parametrize("name", AGENTS)
+def test_every_agent_acts_on_the_device_without_host_traffic(name):
+    agent = build_agent(name, 8, LAYOUT, META, sim_config=CFG)
+    obs = torch.zeros(8, LAYOUT.size, device=META)
+    agent.act(obs)  # the first call may move tables
+    assert _traffic(lambda: agent.act(obs)) == []
+
+
+def test_the_default_runs_actor_chunk_has_no_host_traffic():
+    """The launcher's default opponents (the league's anchors and a policy, chosen on the
+    device) and its default reward, whole chunks of the sync-free actor: what a GPU actor
+    captures in one CUDA graph."""
+    default = resolve(parse_config([]))
+    spec = ActionSpec.for_sim(CFG)
+
+    def net():
+        return ActorCritic(LAYOUT.size, spec, hidden_sizes=(16,)).to(META)
+
+    groups = [{**{a: build_agent(a, 4, LAYOUT, META, sim_config=CFG) for a in default.league.anchors},
+               "ace": build_agent("ace", 4, LAYOUT, META, sim_config=CFG),
+               "policy": PolicyAgent(net(), 4)} for _ in range(2)]
+    opponent = GroupedOpponent(groups, select_on_device=True)
+    reward = make_reward(default.actors.reward, META, LAYOUT, CFG)
+    actor = SimActor(0, CFG, 8, 3, net(), opponent, reward, device=META, seed=5)
+    assert actor.sync_free
+    ring = RolloutRing(RolloutSpec(3, 8, LAYOUT.size, 3, action_dtype=actor.spec.action_dtype), 1,
+                       placement="device", actor_device=META, learner_device=META)
+    slot = ring.acquire_write(0)
+    actor.rollout(slot)
+    opponent.assign(1, "crank")
+    assert _traffic(lambda: actor.rollout(slot)) == []
