@@ -7,7 +7,8 @@
 # Knobs (environment): STEP_TIMEOUT seconds per step (default 0: none; a step past it gets SIGTERM,
 # which the launcher answers with a checkpoint), SIM_SIZES (bench/sim.py --sizes; default its own),
 # LAUNCH_STEPS (the launch's --total-steps; default 20000000), METRICS_PORT (default 9400),
-# STEPS (space-separated subset of: tests sim actor pipeline launch; default all), TESTS (pytest
+# STEPS (space-separated subset of: tests sim actor pipeline launch plain; default all but plain,
+# the same launch without the profiler, to tell the profiler's cost from the run's), TESTS (pytest
 # paths or node ids; default every module holding gpu-marked tests), ACTOR_SECONDS (default 10).
 # Exits non-zero if there is no CUDA device or any step failed; every step runs regardless.
 set -uo pipefail
@@ -76,5 +77,11 @@ if wanted launch; then
     kill "$sampler" 2>/dev/null
     cat "$out/allocator.log"
     step overlap python -m monitoring.overlap "$out/run/trace.json"
+fi
+if wanted plain; then
+    rm -rf "$out/run-plain"
+    step plain python -m pipeline.launch --actors 4 --device cuda \
+        --total-steps "${LAUNCH_STEPS:-20000000}" --run-dir "$out/run-plain" --display plain \
+        --metrics-port -1
 fi
 exit $status
