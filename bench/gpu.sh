@@ -11,6 +11,9 @@
 # the same launch without the profiler, to tell the profiler's cost from the run's), TESTS (pytest
 # paths or node ids; default every module holding gpu-marked tests), ACTOR_SECONDS (default 10).
 # Exits non-zero if there is no CUDA device or any step failed; every step runs regardless.
+# Each compiled sim size compiles for about 48 s on a fresh H100 machine (bench/RESULTS.md), so on a
+# machine held for a few minutes give the sizes and a limit per step, e.g.
+#   STEP_TIMEOUT=150 SIM_SIZES=1048576,4194304 ACTOR_SECONDS=5 bash bench/gpu.sh LOG_DIR
 set -uo pipefail
 out=${1:-bench/gpu-logs}
 mkdir -p "$out"
