@@ -157,6 +157,40 @@ class HuntReward(BaseReward):
         return self.potential(obs_after) - self.potential(obs_before)
 
 
+class DisarmedReward(BaseReward):
+    """The change of a potential ``Φ = −1`` that holds while the fighter is disarmed (no
+    missiles left, none of its own in flight) and its enemy alive, and is 0 otherwise:
+    ``Φ(after) − Φ(before)``.
+
+    The mirror of :class:`HuntReward`: a fighter that has fired its last missile and missed can
+    no longer win, but the draw that follows is priced only when the time limit ends the fight,
+    hundreds of decisions later and discounted away. This term charges the fighter the moment
+    its last missile is gone without a kill (``--reward shaped+0.75*hunt+0.5*disarmed`` makes
+    it half a loss), and gives it back if the enemy is shot down after all. Being a potential's
+    difference, its episode total is ``Φ`` at the end: −1 for a fight that ended with the
+    fighter disarmed and its enemy alive, else 0.
+    """
+
+    def __init__(self, device: torch.device | str = "cpu", layout: ObsLayout | None = None):
+        super().__init__(device)
+        layout = layout if layout is not None else ObsLayout(1, 1)
+        self.i_left = layout.index("own.missiles_left")
+        self.i_enemy_alive = layout.index("enemy.alive")
+        self.i_own_flying = [layout.index(f"own_missile[{i}].present") for i in range(layout.own_missiles)]
+
+    def potential(self, obs: torch.Tensor) -> torch.Tensor:
+        """``Φ`` of each observation ``[N]``: −1 while disarmed against a living enemy, else 0."""
+        disarmed = (obs[:, self.i_left] <= 0) & (obs[:, self.i_enemy_alive] > 0.5)
+        for i in self.i_own_flying:
+            disarmed = disarmed & (obs[:, i] < 0.5)
+        return -disarmed.float()
+
+    def compute(self, obs_before, obs_after, action, done, info: StepInfo) -> torch.Tensor:
+        """``[N]`` float32: ``Φ(obs_after) − Φ(obs_before)``."""
+        check_inputs(obs_before, obs_after, action, done, info)
+        return self.potential(obs_after) - self.potential(obs_before)
+
+
 @dataclass(frozen=True)
 class ShapedConfig:
     """Weights of the ``shaped`` reward. Defaults keep every dense term's whole-episode total

@@ -13,6 +13,7 @@ from core.plugins import load_object
 from rewards.base import BaseReward, WeightedSum
 from rewards.presets import (
     ClosingReward,
+    DisarmedReward,
     DrawReward,
     HuntReward,
     LaunchReward,
@@ -32,6 +33,7 @@ PRESETS: dict[str, type[BaseReward]] = {
     "wasted": WastedLaunchReward,
     "closing": ClosingReward,
     "hunt": HuntReward,
+    "disarmed": DisarmedReward,
     "shaped": ShapedReward,
 }
 """Reward presets by name."""

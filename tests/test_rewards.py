@@ -158,6 +158,50 @@ def test_hunt_over_a_whole_fight_is_minus_the_final_range_to_a_disarmed_enemy_le
     assert torch.allclose(total, last - start, atol=1e-5)
 
 
+def test_disarmed_charges_the_moment_the_last_own_missile_is_gone_against_a_living_enemy():
+    obs_before, obs_after, action, done, info = fake_step(n=6)
+    idx = {name: LAYOUT.index(name) for name in ("own.missiles_left", "enemy.alive")}
+    flying = [LAYOUT.index(f"own_missile[{i}].present") for i in range(LAYOUT.own_missiles)]
+    for obs in (obs_before, obs_after):
+        obs[:, idx["enemy.alive"]] = 1.0
+        obs[:, idx["own.missiles_left"]] = 0.0
+        obs[:, flying] = 0.0
+    obs_before[0, flying[0]] = 1.0                  # the last own missile in flight was lost: -1
+    obs_before[1, idx["own.missiles_left"]] = 1 / 6  # fired the last one, still in flight: 0
+    obs_after[1, flying[0]] = 1.0
+    obs_before[2, flying[3]] = 1.0                   # the last one hit: the enemy is dead, 0
+    obs_after[2, idx["enemy.alive"]] = 0.0
+    obs_after[3, idx["enemy.alive"]] = 0.0           # disarmed before, then the enemy died: +1
+    obs_before[5, idx["own.missiles_left"]] = 2 / 6  # armed before and after: 0
+    obs_after[5, idx["own.missiles_left"]] = 1 / 6
+    # (row 4: disarmed before and after against a living enemy: 0)
+    r = make_reward("disarmed", layout=LAYOUT).compute(obs_before, obs_after, action, done, info)
+    assert torch.equal(r, torch.tensor([-1.0, 0.0, 0.0, 1.0, 0.0, 0.0]))
+
+
+def test_disarmed_over_a_whole_fight_is_its_potential_at_the_end():
+    config = SimConfig(spawn_partial_ammo=1.0)
+    sim = BatchedSim(64, config, seed=5)
+    obs = sim.reset()[:, 0].clone()
+    term = make_reward("disarmed", layout=ObsLayout.from_config(config), sim_config=config)
+    start = term.potential(obs)
+    total, last = torch.zeros(64), start.clone()
+    alive = torch.ones(64, dtype=torch.bool)
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(80):
+        actions = torch.randint(0, 3, (64, 2, 3), generator=gen)
+        actions[:, :, 2] = (torch.rand(64, 2, generator=gen) < 0.3).long()
+        result = sim.step(actions)
+        after = result.final_obs[:, 0]
+        step = term.compute(obs, after, actions[:, 0], result.done, step_info(result, 0))
+        total += torch.where(alive, step, torch.zeros(64))
+        last = torch.where(alive, term.potential(after), last)
+        alive &= ~result.done
+        obs = result.obs[:, 0].clone()
+    assert bool((last < 0).any()) and bool((last == 0).any())
+    assert torch.equal(total, last - start)
+
+
 def test_shaped_is_outcome_plus_its_documented_dense_terms():
     obs_before, obs_after, action, done, info = fake_step()
     cfg = ShapedConfig()
