@@ -133,27 +133,39 @@ def test_hunt_is_the_change_of_minus_the_range_to_a_disarmed_living_enemy():
     assert torch.allclose(summed - shaped, 0.5 * r)
 
 
-def test_hunt_over_a_whole_fight_is_minus_the_final_range_to_a_disarmed_enemy_left_alive():
-    # A real fight: red flies straight at a blue that starts disarmed and never fires; the
-    # step rewards add up to the potential at the end, whatever happened on the way.
+def _potential_over_a_fight(name: str, seed: int, decisions: int, actions_for):
+    """A real fight of 64 envs (every one starting with part of its missiles) scored with the
+    potential term ``name`` from red's side until each env's first episode ends: the potential
+    at the start, the sum of the step rewards, the potential at the end, and which envs are
+    still in their first episode."""
     config = SimConfig(spawn_partial_ammo=1.0)
-    sim = BatchedSim(64, config, seed=4)
+    sim = BatchedSim(64, config, seed=seed)
     obs = sim.reset()[:, 0].clone()
-    hunt = make_reward("hunt", layout=ObsLayout.from_config(config), sim_config=config)
-    start = hunt.potential(obs)
-    total = torch.zeros(64)
-    last = start.clone()
+    term = make_reward(name, layout=ObsLayout.from_config(config), sim_config=config)
+    start = term.potential(obs)
+    total, last = torch.zeros(64), start.clone()
     alive = torch.ones(64, dtype=torch.bool)
-    for _ in range(60):
-        actions = torch.zeros(64, 2, 3, dtype=torch.int64)
-        actions[:, :, 1] = 2
+    for i in range(decisions):
+        actions = actions_for(i)
         result = sim.step(actions)
-        info = step_info(result, 0)
         after = result.final_obs[:, 0]
-        total += torch.where(alive, hunt.compute(obs, after, actions[:, 0], result.done, info), torch.zeros(64))
-        last = torch.where(alive, hunt.potential(after), last)
+        step = term.compute(obs, after, actions[:, 0], result.done, step_info(result, 0))
+        total += torch.where(alive, step, torch.zeros(64))
+        last = torch.where(alive, term.potential(after), last)
         alive &= ~result.done
         obs = result.obs[:, 0].clone()
+    return start, total, last, alive
+
+
+def test_hunt_over_a_whole_fight_is_minus_the_final_range_to_a_disarmed_enemy_left_alive():
+    # Red flies straight at a blue that starts disarmed or not and never fires; the step
+    # rewards add up to the potential at the end, whatever happened on the way.
+    def straight_on(_):
+        actions = torch.zeros(64, 2, 3, dtype=torch.int64)
+        actions[:, :, 1] = 2
+        return actions
+
+    start, total, last, alive = _potential_over_a_fight("hunt", 4, 60, straight_on)
     assert bool((start < 0).any()) and bool((start == 0).any()) and bool((~alive).any())
     assert torch.allclose(total, last - start, atol=1e-5)
 
@@ -180,24 +192,14 @@ def test_disarmed_charges_the_moment_the_last_own_missile_is_gone_against_a_livi
 
 
 def test_disarmed_over_a_whole_fight_is_its_potential_at_the_end():
-    config = SimConfig(spawn_partial_ammo=1.0)
-    sim = BatchedSim(64, config, seed=5)
-    obs = sim.reset()[:, 0].clone()
-    term = make_reward("disarmed", layout=ObsLayout.from_config(config), sim_config=config)
-    start = term.potential(obs)
-    total, last = torch.zeros(64), start.clone()
-    alive = torch.ones(64, dtype=torch.bool)
     gen = torch.Generator().manual_seed(0)
-    for _ in range(80):
+
+    def random_fire(_):
         actions = torch.randint(0, 3, (64, 2, 3), generator=gen)
         actions[:, :, 2] = (torch.rand(64, 2, generator=gen) < 0.3).long()
-        result = sim.step(actions)
-        after = result.final_obs[:, 0]
-        step = term.compute(obs, after, actions[:, 0], result.done, step_info(result, 0))
-        total += torch.where(alive, step, torch.zeros(64))
-        last = torch.where(alive, term.potential(after), last)
-        alive &= ~result.done
-        obs = result.obs[:, 0].clone()
+        return actions
+
+    start, total, last, _ = _potential_over_a_fight("disarmed", 5, 80, random_fire)
     assert bool((last < 0).any()) and bool((last == 0).any())
     assert torch.equal(total, last - start)
 
