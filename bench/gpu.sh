@@ -7,8 +7,9 @@
 # Knobs (environment): STEP_TIMEOUT seconds per step (default 0: none; a step past it gets SIGTERM,
 # which the launcher answers with a checkpoint), SIM_SIZES (bench/sim.py --sizes; default its own),
 # LAUNCH_STEPS (the launch's --total-steps; default 20000000), METRICS_PORT (default 9400),
-# STEPS (space-separated subset of: tests sim actor pipeline launch plain; default all but plain,
-# the same launch without the profiler, to tell the profiler's cost from the run's), TESTS (pytest
+# STEPS (space-separated subset of: tests sim actor pipeline learner launch plain; default all but
+# learner, the PPO update alone on the GPU defaults' batch, eager against compiled, and plain, the
+# same launch without the profiler, to tell the profiler's cost from the run's), TESTS (pytest
 # paths or node ids; default every module holding gpu-marked tests), ACTOR_SECONDS (default 10).
 # Exits non-zero if there is no CUDA device or any step failed; every step runs regardless.
 # Each compiled sim size compiles for about 48 s on a fresh H100 machine (bench/RESULTS.md), so on a
@@ -70,6 +71,7 @@ wanted sim && step sim python bench/sim.py --device cuda ${SIM_SIZES:+--sizes "$
 wanted actor && step actor python bench/actor.py --device cuda --envs 8192 --rollout-len 32 \
     --seconds "${ACTOR_SECONDS:-10}"
 wanted pipeline && step pipeline python bench/pipeline.py --device cuda --quick
+wanted learner && step learner python bench/learner.py --device cuda --warmup 5 --updates 20
 if wanted launch; then
     rm -rf "$out/run"
     sample_allocator > "$out/allocator.log" 2>&1 &

@@ -34,3 +34,10 @@ def test_a_bad_setting_is_refused_in_one_line_before_any_timing(capsys):
     assert load_bench("learner").main(["--set", "ppo.bogus=1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["error: ppo: unknown PPO config field(s): bogus"]
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a host without CUDA")
+def test_a_missing_cuda_device_is_refused_in_one_line_before_any_timing(capsys):
+    assert load_bench("learner").main(["--device", "cuda"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: run.device is 'cuda' but no CUDA device is available"]
