@@ -111,3 +111,17 @@ def test_the_default_runs_actor_chunk_has_no_host_traffic():
     actor.rollout(slot)
     opponent.assign(1, "crank")
     assert _traffic(lambda: actor.rollout(slot)) == []
+
+
+@pytest.mark.parametrize("opponent", [f"{PREFIX}herd", f"{PREFIX}drag?heldout", f"{PREFIX}skate?heldout"])
+def test_a_tactic_opponents_chunk_has_no_host_traffic(opponent):
+    """A tactic draws its parameters per episode on the device (the held-out ranges too)."""
+    spec = ActionSpec.for_sim(CFG)
+    tactic = build_agent(opponent, 8, LAYOUT, META, sim_config=CFG)
+    actor = SimActor(0, CFG, 8, 3, ActorCritic(LAYOUT.size, spec, hidden_sizes=(16,)).to(META), tactic,
+                     make_reward("shaped+0.75*hunt", META, LAYOUT, CFG), device=META, seed=5)
+    ring = RolloutRing(RolloutSpec(3, 8, LAYOUT.size, 3, action_dtype=actor.spec.action_dtype), 1,
+                       placement="device", actor_device=META, learner_device=META)
+    slot = ring.acquire_write(0)
+    actor.rollout(slot)
+    assert _traffic(lambda: actor.rollout(slot)) == []
