@@ -267,12 +267,16 @@ def _host_index(index: object) -> bool:
     return False
 
 
-class _TrafficFunctions(TorchFunctionMode):
-    """The calls that move host data to the device before any operator runs."""
+class _Recorder:
+    """A torch mode that appends what it finds to a shared list of events."""
 
     def __init__(self, events: list[str]) -> None:
         super().__init__()
         self.events = events
+
+
+class _TrafficFunctions(_Recorder, TorchFunctionMode):
+    """The calls that move host data to the device before any operator runs."""
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
@@ -287,12 +291,8 @@ class _TrafficFunctions(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-class _TrafficDispatch(TorchDispatchMode):
+class _TrafficDispatch(_Recorder, TorchDispatchMode):
     """The operators that read device data on the host or take host tensors to the device."""
-
-    def __init__(self, events: list[str]) -> None:
-        super().__init__()
-        self.events = events
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
