@@ -10,7 +10,8 @@
 # STEPS (space-separated subset of: tests sim actor pipeline learner launch plain; default all but
 # learner, the PPO update alone on the GPU defaults' batch, eager against compiled, and plain, the
 # same launch without the profiler, to tell the profiler's cost from the run's), TESTS (pytest
-# paths or node ids; default every module holding gpu-marked tests), ACTOR_SECONDS (default 10).
+# paths or node ids; default every module holding gpu-marked tests), ACTOR_SECONDS (default 10),
+# PIPELINE_ARGS (more arguments for bench/pipeline.py, e.g. "--set ppo.compile=true").
 # Exits non-zero if there is no CUDA device or any step failed; every step runs regardless.
 # Each compiled sim size compiles for about 48 s on a fresh H100 machine (bench/RESULTS.md), so on a
 # machine held for a few minutes give the sizes and a limit per step, e.g.
@@ -70,7 +71,7 @@ wanted tests && step gpu-tests python -m pytest -m gpu -v -rs -p no:cacheprovide
 wanted sim && step sim python bench/sim.py --device cuda ${SIM_SIZES:+--sizes "$SIM_SIZES"}
 wanted actor && step actor python bench/actor.py --device cuda --envs 8192 --rollout-len 32 \
     --seconds "${ACTOR_SECONDS:-10}"
-wanted pipeline && step pipeline python bench/pipeline.py --device cuda --quick
+wanted pipeline && step pipeline python bench/pipeline.py --device cuda --quick ${PIPELINE_ARGS:-}
 wanted learner && step learner python bench/learner.py --device cuda --warmup 5 --updates 20
 if wanted launch; then
     rm -rf "$out/run"

@@ -75,10 +75,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
     p.add_argument("--warmup", type=int, default=20, help="updates before timing (compilation included)")
     p.add_argument("--updates", type=int, default=100, help="updates timed per mode")
+    p.add_argument("--matmul-precision", choices=("highest", "high", "medium"), default="highest",
+                   help="torch.set_float32_matmul_precision for the whole run (high: TF32 matmuls on a "
+                        "GPU that has them; default highest, what the pipeline uses)")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="a config value as pipeline.launch takes it ('ppo.hidden_sizes=[128,128]')")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
+    torch.set_float32_matmul_precision(args.matmul_precision)
     data: dict = {}
     results = {}
     try:
@@ -98,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     ratio = results["eager"] / results["compiled"]
     print(f"compiled loss {ratio:.2f}x eager")
     print(f"RESULT device={device.split(':')[0]} threads={args.threads} torch={torch.__version__} samples={samples} "
-          f"eager_ms={results['eager'] * 1000:.2f} compiled_ms={results['compiled'] * 1000:.2f} ratio={ratio:.3f}")
+          f"matmul_precision={args.matmul_precision} eager_ms={results['eager'] * 1000:.2f} compiled_ms={results['compiled'] * 1000:.2f} ratio={ratio:.3f}")
     return 0
 
 

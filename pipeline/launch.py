@@ -329,9 +329,11 @@ def _summarize(job: Job, config: PipelineConfig, the_run: Run, progress: RunProg
         f"checkpoint: {ckpt or 'none written'}",
     ]
     if wall > 0:
-        if not progress.profiled:  # a --profile trace measured it better
+        measured = progress.host_overlap_is_device_overlap
+        if measured and not progress.profiled:  # a --profile trace measured it better
             progress.metrics.set_overlap_ratio(min(both / wall, 1.0))
-        lines.insert(2, f"busy: actors {actor_busy:.1f}s, learner {learner_busy:.1f}s, both at once "
+        label = "busy" if measured else "host enqueue time (the device's overlap: --profile)"
+        lines.insert(2, f"{label}: actors {actor_busy:.1f}s, learner {learner_busy:.1f}s, both at once "
                         f"{both:.1f}s ({both / wall:.0%} of wall)")
     if progress.return_history:
         first = next((h for h in progress.return_history if h[2] > 0), progress.return_history[0])

@@ -20,6 +20,7 @@ from actors.step import ContractViolation
 from monitoring import Metrics, ProfileSession
 from monitoring.overlap import intersect, length, union
 from pipeline.config import PipelineConfig
+from pipeline.config.devices import device_is_cuda
 from pipeline.league.pool import SnapshotNotWritten
 from pipeline.league.records import LEARNER
 from pipeline.run.display import Display, Progress
@@ -269,11 +270,22 @@ class RunProgress:
             actor_failures=self.failures, return_mean=return_mean, league=league,
         )
 
+    @property
+    def host_overlap_is_device_overlap(self) -> bool:
+        """Whether the host busy intervals measure the work itself: on a CUDA device they time
+        the enqueue of a chunk's kernels (a graph replay returns at once), not the kernels, so
+        there only a ``--profile`` trace measures the overlap (on one H200 the host intervals
+        gave 14 % where the trace of the same launch gave 69 %: bench/RESULTS.md)."""
+        return not device_is_cuda(str(self.parts.device))
+
     def _live_overlap(self) -> None:
         """Export the share of wall time so far in which actor and learner work ran at once,
-        from the host busy intervals, so ``midrange_overlap_ratio`` is live in every run; a
-        ``--profile`` trace's device figure, once measured, is kept instead."""
+        from the host busy intervals, so ``midrange_overlap_ratio`` is live in every CPU run; a
+        ``--profile`` trace's device figure, once measured, is kept instead, and on a CUDA
+        device only that figure is exported."""
         if self.profiled or getattr(self.profile, "report", None) is not None:
+            return
+        if not self.host_overlap_is_device_overlap:
             return
         wall = time.perf_counter() - self.start_time
         if wall > 0:
