@@ -32,6 +32,9 @@ also bounds the work of one decision (100 physics steps at the default dt): with
 
 DAY_S = 86_400.0
 """A day in seconds: the longest cooldown or motor burn a config may ask for."""
+
+SPAWN_WIDE_MARGIN_M = 5_000.0
+"""How far inside the arena's edge a ``spawn_wide`` start keeps both fighters at least."""
 SIM_BOUNDS: dict[str, Bounds] = {
     "dt_s": Bounds(1e-3, 1.0),
     "substeps": count(1, 10_000),
@@ -51,6 +54,7 @@ SIM_BOUNDS: dict[str, Bounds] = {
     "spawn_speed_mps": positive(10_000.0),
     "spawn_shift_m": Bounds(0.0, 1e9),
     "spawn_partial_ammo": Bounds(0.0, 1.0),
+    "spawn_wide": Bounds(0.0, 1.0),
     "head_on_separation_m": positive(1e9),
     "head_on_speed_mps": positive(10_000.0),
     "obs_incoming_missiles": count(1, 64),
@@ -172,6 +176,13 @@ class SimConfig:
     number drawn uniformly from 0 to ``missiles_per_fighter − 1`` (each side drawn on its own).
     A training curriculum of endgames (an enemy already disarmed, the last missile to place);
     0, the rules' own start, is what every evaluation plays."""
+    spawn_wide: float = 0.0
+    """Random scenario: the chance that an episode starts anywhere in the arena, its picture's
+    centre shifted by up to ± ``wide_shift_m`` (the arena's half width less half the largest
+    separation and ``SPAWN_WIDE_MARGIN_M``) instead of ``spawn_shift_m``, so fights begin near
+    an edge too. A training curriculum: a fighter that never started near an edge has never
+    learned that turning cold there runs it out of the arena. 0, the rules' own start, is what
+    every evaluation plays."""
     head_on_separation_m: float = 28_000.0
     """Head-on scenario: separation."""
     head_on_speed_mps: float = 300.0
@@ -227,6 +238,12 @@ class SimConfig:
                 f"(max separation / 2 + shift = {self.spawn_separation_m[1] / 2 + self.spawn_shift_m} "
                 f">= arena_half_width_m = {self.arena_half_width_m})"
             )
+        if self.spawn_wide > 0 and self.wide_shift_m <= self.spawn_shift_m:
+            raise ValueError(
+                f"spawn_wide={self.spawn_wide} needs room beyond spawn_shift_m: the arena's half width "
+                f"less half the largest separation and {SPAWN_WIDE_MARGIN_M:g} m is {self.wide_shift_m:g} m, "
+                f"not more than spawn_shift_m = {self.spawn_shift_m:g}"
+            )
         for name in ("obs_reach", "check_actions"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
@@ -253,8 +270,13 @@ class SimConfig:
 
     def rules_start(self) -> SimConfig:
         """This sim with the rules' own start (no training curriculum: ``spawn_partial_ammo``
-        0): the sim every evaluation plays, whatever a policy was trained on."""
-        return dataclasses.replace(self, spawn_partial_ammo=0.0)
+        and ``spawn_wide`` 0): the sim every evaluation plays, whatever a policy was trained on."""
+        return dataclasses.replace(self, spawn_partial_ammo=0.0, spawn_wide=0.0)
+
+    @property
+    def wide_shift_m(self) -> float:
+        """How far a ``spawn_wide`` start's centre may be shifted in x and in y."""
+        return self.arena_half_width_m - self.spawn_separation_m[1] / 2 - SPAWN_WIDE_MARGIN_M
 
     @property
     def physics_steps_per_decision(self) -> int:

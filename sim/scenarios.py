@@ -28,6 +28,18 @@ NUM_DRAWS = 8
 DRAW_RED_PARTIAL, DRAW_BLUE_PARTIAL, DRAW_RED_AMMO, DRAW_BLUE_AMMO = 8, 9, 10, 11
 """Draws of ``spawn_partial_ammo``, made only when it is on (the positions' draws above do not
 depend on them, so turning it on changes no start's geometry)."""
+DRAW_WIDE = 12
+"""The draw of ``spawn_wide``, made only when it is on: a start whose draw is under it is shifted
+by up to ``wide_shift_m`` instead of ``spawn_shift_m`` (the same two shift draws, scaled), and
+every other start is the one it would be with it off."""
+
+
+def _shift_scale(config: SimConfig, u_wide):
+    """How far the centre may be shifted: ``spawn_shift_m``, or ``wide_shift_m`` where the
+    ``spawn_wide`` draw ``u_wide`` (a float, or a tensor of them) is under ``spawn_wide``."""
+    if isinstance(u_wide, float):
+        return config.wide_shift_m if u_wide < config.spawn_wide else config.spawn_shift_m
+    return torch.where(u_wide < config.spawn_wide, config.wide_shift_m, config.spawn_shift_m)
 
 
 def _mul32(x: int, c: int) -> int:
@@ -136,8 +148,9 @@ def initial_conditions(
     red_v = _lerp(config.spawn_speed_mps, u(DRAW_RED_SPEED))
     blue_v = _lerp(config.spawn_speed_mps, u(DRAW_BLUE_SPEED))
     rot = 2 * math.pi * u(DRAW_ROTATION)
-    cx = (2 * u(DRAW_SHIFT_X) - 1) * config.spawn_shift_m
-    cy = (2 * u(DRAW_SHIFT_Y) - 1) * config.spawn_shift_m
+    shift = _shift_scale(config, u(DRAW_WIDE)) if config.spawn_wide > 0 else config.spawn_shift_m
+    cx = (2 * u(DRAW_SHIFT_X) - 1) * shift
+    cy = (2 * u(DRAW_SHIFT_Y) - 1) * shift
     c, s = math.cos(rot), math.sin(rot)
     half = sep / 2
     red = (cx + c * -half, cy + s * -half)
@@ -183,8 +196,12 @@ def initial_conditions_batch(
     red_v = vlo + (vhi - vlo) * u(DRAW_RED_SPEED)
     blue_v = vlo + (vhi - vlo) * u(DRAW_BLUE_SPEED)
     rot = 2 * math.pi * u(DRAW_ROTATION)
-    cx = (2 * u(DRAW_SHIFT_X) - 1) * config.spawn_shift_m
-    cy = (2 * u(DRAW_SHIFT_Y) - 1) * config.spawn_shift_m
+    shift: torch.Tensor | float = config.spawn_shift_m
+    if config.spawn_wide > 0:
+        wide = uniforms_batch(seed, env_index, episode_index, 1, dtype, first=DRAW_WIDE)[:, 0]
+        shift = _shift_scale(config, wide)
+    cx = (2 * u(DRAW_SHIFT_X) - 1) * shift
+    cy = (2 * u(DRAW_SHIFT_Y) - 1) * shift
     c, s = torch.cos(rot), torch.sin(rot)
     half = sep / 2
     pos = torch.stack(

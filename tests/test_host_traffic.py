@@ -129,3 +129,20 @@ def test_a_tactic_opponents_chunk_has_no_host_traffic(opponent):
     slot = ring.acquire_write(0)
     actor.rollout(slot)
     assert _traffic(lambda: actor.rollout(slot)) == []
+
+
+@pytest.mark.parametrize("curricula", [{}, {"spawn_wide": 0.3}])
+def test_the_training_starts_reset_without_host_traffic(curricula):
+    """The default run's training sim (its curriculum of endgames) and the wide starts: the
+    sync-free sim's masked resets draw every start on the device."""
+    import dataclasses
+
+    from sim import BatchedSim
+
+    config = dataclasses.replace(resolve(parse_config([])).sim, **curricula)
+    assert config.spawn_partial_ammo > 0
+    sim = BatchedSim(8, config, device=META, sync_free=True)
+    sim.reset()
+    actions = torch.zeros(8, 2, 3, dtype=torch.int64, device=META)
+    sim.step(actions)
+    assert _traffic(lambda: (sim.step(actions), sim.reset(torch.ones(8, dtype=torch.bool, device=META)))) == []
