@@ -7,9 +7,11 @@
 # Knobs (environment): STEP_TIMEOUT seconds per step (default 0: none; a step past it gets SIGTERM,
 # which the launcher answers with a checkpoint), SIM_SIZES (bench/sim.py --sizes; default its own),
 # LAUNCH_STEPS (the launch's --total-steps; default 20000000), METRICS_PORT (default 9400),
-# STEPS (space-separated subset of: tests sim actor pipeline learner launch plain; default all but
-# learner, the PPO update alone on the GPU defaults' batch, eager against compiled, and plain, the
-# same launch without the profiler, to tell the profiler's cost from the run's), TESTS (pytest
+# STEPS (space-separated subset of: tests sim actor pipeline learner launch learn plain; default
+# all but learner, the PPO update alone on the GPU defaults' batch, eager against compiled, learn,
+# a default launch of LEARN_STEPS (default 60M) agent-steps with LEARN_ARGS and its fighter's
+# evaluation against crank and random, and plain, the same launch as `launch` without the
+# profiler, to tell the profiler's cost from the run's), TESTS (pytest
 # paths or node ids; default every module holding gpu-marked tests), ACTOR_SECONDS (default 10),
 # PIPELINE_ARGS (more arguments for bench/pipeline.py, e.g. "--set ppo.compile=true").
 # Exits non-zero if there is no CUDA device or any step failed; every step runs regardless.
@@ -83,6 +85,15 @@ if wanted launch; then
     kill "$sampler" 2>/dev/null
     cat "$out/allocator.log"
     step overlap python -m monitoring.overlap "$out/run/trace.json"
+fi
+if wanted learn; then
+    # What the GPU defaults learn: a default launch of LEARN_STEPS agent-steps (LEARN_ARGS: more
+    # launcher arguments, e.g. a recipe to try), then its fighter against crank and random.
+    rm -rf "$out/run-learn"
+    step learn python -m pipeline.launch --actors 4 --device cuda --total-steps "${LEARN_STEPS:-60000000}" \
+        --run-dir "$out/run-learn" --display plain --metrics-port -1 --set run.eval_episodes=0 ${LEARN_ARGS:-}
+    step learn-eval python -m pipeline.evaluate --agent "$out/run-learn" --opponents crank,random \
+        --episodes 400 --seed 1000 --device cuda
 fi
 if wanted plain; then
     rm -rf "$out/run-plain"
