@@ -34,13 +34,6 @@ by up to ``wide_shift_m`` instead of ``spawn_shift_m`` (the same two shift draws
 every other start is the one it would be with it off."""
 
 
-def _shift_scale(config: SimConfig, u_wide):
-    """How far the centre may be shifted: ``spawn_shift_m``, or ``wide_shift_m`` where the
-    ``spawn_wide`` draw ``u_wide`` (a float, or a tensor of them) is under ``spawn_wide``."""
-    if isinstance(u_wide, float):
-        return config.wide_shift_m if u_wide < config.spawn_wide else config.spawn_shift_m
-    return torch.where(u_wide < config.spawn_wide, config.wide_shift_m, config.spawn_shift_m)
-
 
 def _mul32(x: int, c: int) -> int:
     return (x * c) & _MASK32
@@ -148,7 +141,8 @@ def initial_conditions(
     red_v = _lerp(config.spawn_speed_mps, u(DRAW_RED_SPEED))
     blue_v = _lerp(config.spawn_speed_mps, u(DRAW_BLUE_SPEED))
     rot = 2 * math.pi * u(DRAW_ROTATION)
-    shift = _shift_scale(config, u(DRAW_WIDE)) if config.spawn_wide > 0 else config.spawn_shift_m
+    wide = config.spawn_wide > 0 and u(DRAW_WIDE) < config.spawn_wide
+    shift = config.wide_shift_m if wide else config.spawn_shift_m
     cx = (2 * u(DRAW_SHIFT_X) - 1) * shift
     cy = (2 * u(DRAW_SHIFT_Y) - 1) * shift
     c, s = math.cos(rot), math.sin(rot)
@@ -199,7 +193,7 @@ def initial_conditions_batch(
     shift: torch.Tensor | float = config.spawn_shift_m
     if config.spawn_wide > 0:
         wide = uniforms_batch(seed, env_index, episode_index, 1, dtype, first=DRAW_WIDE)[:, 0]
-        shift = _shift_scale(config, wide)
+        shift = torch.where(wide < config.spawn_wide, config.wide_shift_m, config.spawn_shift_m)
     cx = (2 * u(DRAW_SHIFT_X) - 1) * shift
     cy = (2 * u(DRAW_SHIFT_Y) - 1) * shift
     c, s = torch.cos(rot), torch.sin(rot)
