@@ -57,7 +57,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from exploit import strongest_exploiter
+from exploit import match_line, strongest_exploiter
 
 from learner.checkpoint import list_checkpoints, read_checkpoint
 from pipeline import evaluate as evaluate_cli
@@ -180,13 +180,18 @@ def main(argv: list[str] | None = None) -> int:
     top = ratings[0][0]
     top_label = "final" if top == final else (Path(top).name if "/" in top else top)
     ladder_min = min(results[o]["win_rate"] for o in LADDER)
-    exploit, _ = strongest_exploiter(final, 1 if args.quick else 3,
-                                     *((40_960, 16) if args.quick else (4_000_000, 400)),
-                                     seed=args.seed + 101, quick=args.quick)
+    exploit, exploiters = strongest_exploiter(final, 1 if args.quick else 3,
+                                              *((40_960, 16) if args.quick else (4_000_000, 400)),
+                                              seed=args.seed + 101, quick=args.quick)
+    print("\nexploiters (fresh learners against the frozen final policy):")
+    for match in exploiters:
+        print("  " + match_line(match, "final"))
+    exploit_wins = ",".join(f"{m['win_rate']:.3f}" for m in exploiters)
     print(f"\nwall time: training {train_s:.0f}s, final evaluation {eval_s:.0f}s, round robin {rr_s:.0f}s, "
           f"total {time.perf_counter() - start:.0f}s; load average {os.getloadavg()[0]:.2f} at the end")
     print(f"RESULT win_crank={results['crank']['win_rate']:.3f} win_random={results['random']['win_rate']:.3f} "
-          f"win_ladder_min={ladder_min:.3f} win_heldout_min={heldout_min:.3f} exploit_win={exploit['win_rate']:.3f} top_rated={top_label} agent_steps={args.steps} "
+          f"win_ladder_min={ladder_min:.3f} win_heldout_min={heldout_min:.3f} exploit_win={exploit['win_rate']:.3f} "
+          f"exploit_wins={exploit_wins} top_rated={top_label} agent_steps={args.steps} "
           f"train_s={train_s:.0f} total_s={time.perf_counter() - start:.0f} quick={int(args.quick)}")
     if tmp is not None:
         tmp.cleanup()

@@ -28,6 +28,10 @@ def test_the_league_bench_runs_end_to_end(tmp_path):
     rates = ("win_crank", "win_random", "win_ladder_min", "win_heldout_min", "exploit_win")
     assert all(0.0 <= float(result[k]) <= 1.0 for k in rates), result
     assert result["top_rated"], result
+    # Each exploiter on a line of its own (--quick trains one), the strongest the RESULT's.
+    lines = re.findall(r"^\s+exploiter seed \d+ against final: win ([\d.]+)%", out, re.M)
+    assert len(lines) == 1 and result["exploit_wins"] == f"{float(result['exploit_win']):.3f}", out
+    assert abs(float(lines[0]) / 100 - float(result["exploit_win"])) < 0.001, out
     # Every held-out tactic on a line of its own, its lowest win rate the RESULT's.
     held = re.search(r"^\s+held-out: (.*)$", out, re.M)
     assert held is not None, out
