@@ -16,8 +16,10 @@ launcher's endgame curriculum and ``shaped+0.5*hunt``)::
 
 Its evaluation table, wall time and device are in bench/RESULTS.md, "The champion, ace, from
 the tactic-anchored league": it wins 89–100 % against five of the six held-out tactics it
-never met, 95.5 % against ``random``, 88.5 % against ``crank``; a best response trained for 4M
-agent-steps wins 1 % against it.
+never met, 95.5 % against ``random``, 88.5 % against ``crank``. It is exploitable: of three fresh
+learners trained against it for 4M agent-steps each, the strongest wins 98.3 % (by running it
+out of the arena with long shots; bench/RESULTS.md, "``ace`` against three exploiters"), where
+the bench's single exploiter had found 1 %.
 """
 
 from __future__ import annotations
