@@ -113,7 +113,14 @@ def _many_nils(objs: Objects) -> bytes:
     return join(objs[:1]) + b"\xdd\xff\xff\xff\xff" + b"\xc0" * 1000
 
 
+def _list_key(objs: Objects) -> bytes:
+    """After the header, a map whose key is a list (unhashable: msgpack raises TypeError); one
+    flipped byte made such a map in the seeded flips once."""
+    return join(objs[:1]) + b"\x81\x91\x01\x01" + join(objs[1:])
+
+
 CASES: dict[str, Callable[[Objects], bytes]] = {
+    "map-key-list": _list_key,
     # The findings of the issue, one by one.
     "agents-list": _set((0, "agents"), ["shooter", "pursuit"]),
     "outcome-int": _set((2, "outcome"), 3),

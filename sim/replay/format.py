@@ -256,7 +256,8 @@ class ReplayReader:
         except msgpack.BufferFull:
             raise self._error(f"{what}: an object larger than {MAX_OBJECT_BYTES >> 20} MiB (a block "
                               "holds at most that)") from None
-        except (ValueError, msgpack.UnpackException, msgpack.ExtraData, RecursionError) as exc:
+        except (ValueError, TypeError, msgpack.UnpackException, msgpack.ExtraData, RecursionError) as exc:
+            # TypeError: a damaged byte can make a map's key a list or a map (unhashable).
             raise self._error(f"not a readable replay, at {what} ({type(exc).__name__}: {exc})") from None
 
     def _check_header(self, obj: Any) -> dict[str, Any]:
