@@ -11,8 +11,8 @@
 # all but learner, the PPO update alone on the GPU defaults' batch, eager against compiled, learn,
 # a default launch of LEARN_STEPS (default 60M) agent-steps with LEARN_ARGS and its fighter's
 # evaluation against crank and random, and plain, the same launch as `launch` without the
-# profiler, to tell the profiler's cost from the run's), TESTS (pytest
-# paths or node ids; default every module holding gpu-marked tests), ACTOR_SECONDS (default 10),
+# profiler, to tell the profiler's cost from the run's), TESTS (pytest paths or node ids; default
+# every module holding gpu-marked tests), ACTOR_SECONDS (default 10),
 # PIPELINE_ARGS (more arguments for bench/pipeline.py, e.g. "--set ppo.compile=true").
 # Exits non-zero if there is no CUDA device or any step failed; every step runs regardless.
 # Each compiled sim size compiles for about 48 s on a fresh H100 machine (bench/RESULTS.md), so on a

@@ -6,6 +6,8 @@ index list in ``most_urgent_missile`` and numbers made tensors with ``torch.as_t
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -21,7 +23,7 @@ from pipeline.config import resolve
 from pipeline.config.flags import parse_config
 from pipeline.config.specs import build_agent, make_reward
 from pipeline.transport.ring import RolloutRing
-from sim import ObsLayout, SimConfig
+from sim import BatchedSim, ObsLayout, SimConfig
 from sim.device import HostTraffic
 
 META = torch.device("meta")
@@ -135,10 +137,6 @@ def test_a_tactic_opponents_chunk_has_no_host_traffic(opponent):
 def test_the_training_starts_reset_without_host_traffic(curricula):
     """The default run's training sim (its curriculum of endgames) and the wide starts: the
     sync-free sim's masked resets draw every start on the device."""
-    import dataclasses
-
-    from sim import BatchedSim
-
     config = dataclasses.replace(resolve(parse_config([])).sim, **curricula)
     assert config.spawn_partial_ammo > 0
     sim = BatchedSim(8, config, device=META, sync_free=True)

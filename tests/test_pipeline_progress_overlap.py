@@ -22,13 +22,18 @@ class _Silent:
     def close(self): ...
 
 
-def test_each_report_exports_the_overlap_so_far(tmp_path):
+def _run(tmp_path):
+    """The metrics, parts and progress record of a small CPU run (not started)."""
     config = resolve(parse_config(["--actors", "1", "--envs-per-actor", "8", "--rollout-len", "4",
                                    "--display", "none", "--metrics-port", "-1",
                                    "--run-dir", str(tmp_path / "run")]), "cpu")
     metrics = Metrics()
     parts = build(config, metrics, tmp_path / "run")
-    progress = RunProgress(parts, metrics, _Silent(), logging.getLogger("t"), tmp_path, 0, "async")
+    return metrics, parts, RunProgress(parts, metrics, _Silent(), logging.getLogger("t"), tmp_path, 0, "async")
+
+
+def test_each_report_exports_the_overlap_so_far(tmp_path):
+    metrics, _, progress = _run(tmp_path)
     assert metrics.snapshot().overlap_ratio is None
     progress.start_time = t0 = time.perf_counter() - 10.0  # a run 10 s old
     progress.on_busy("actor", t0, t0 + 2.0)
@@ -49,12 +54,7 @@ def test_each_report_exports_the_overlap_so_far(tmp_path):
 def test_on_a_cuda_device_the_host_intervals_are_not_exported_as_the_overlap(tmp_path):
     """On CUDA the host intervals time the enqueue of a chunk's kernels, not the kernels (one H200
     launch: 14 % from them, 69 % from the profiler's trace), so only a trace sets the gauge."""
-    config = resolve(parse_config(["--actors", "1", "--envs-per-actor", "8", "--rollout-len", "4",
-                                   "--display", "none", "--metrics-port", "-1",
-                                   "--run-dir", str(tmp_path / "run")]), "cpu")
-    metrics = Metrics()
-    parts = build(config, metrics, tmp_path / "run")
-    progress = RunProgress(parts, metrics, _Silent(), logging.getLogger("t"), tmp_path, 0, "async")
+    metrics, parts, progress = _run(tmp_path)
     assert progress.host_overlap_is_device_overlap
     parts.device = torch.device("cuda:0")  # what the report reads of a CUDA run; nothing here touches the device
     assert not progress.host_overlap_is_device_overlap

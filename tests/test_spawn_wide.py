@@ -17,9 +17,13 @@ from sim.scenarios import initial_conditions, initial_conditions_batch
 ENVS = 2_000
 
 
+def _starts(config: SimConfig, seed: int = 3) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Positions, headings and speeds of episode 0 in ENVS environments."""
+    return initial_conditions_batch(config, seed, torch.arange(ENVS), torch.zeros(ENVS, dtype=torch.int64))
+
+
 def _centres(config: SimConfig, seed: int = 3) -> torch.Tensor:
-    pos, _, _ = initial_conditions_batch(config, seed, torch.arange(ENVS), torch.zeros(ENVS, dtype=torch.int64))
-    return pos.mean(dim=1)  # [ENVS, 2]
+    return _starts(config, seed)[0].mean(dim=1)  # [ENVS, 2]
 
 
 def test_off_by_default_and_every_start_inside_the_rules_shift():
@@ -33,8 +37,8 @@ def test_the_chosen_share_of_starts_is_wider_and_the_others_do_not_move():
     moved = (_centres(on) != _centres(off)).any(dim=1)
     # The share moved is the chance, within a few standard errors (1.1 % at 2000 starts).
     assert abs(moved.float().mean().item() - 0.4) < 0.04
-    pos_on, heading_on, speed_on = initial_conditions_batch(on, 3, torch.arange(ENVS), torch.zeros(ENVS, dtype=torch.int64))
-    pos_off, heading_off, speed_off = initial_conditions_batch(off, 3, torch.arange(ENVS), torch.zeros(ENVS, dtype=torch.int64))
+    pos_on, heading_on, speed_on = _starts(on)
+    pos_off, heading_off, speed_off = _starts(off)
     # Only the centre moves: headings, speeds and the picture's shape are the same.
     assert torch.equal(heading_on, heading_off) and torch.equal(speed_on, speed_off)
     assert torch.allclose(pos_on[:, 1] - pos_on[:, 0], pos_off[:, 1] - pos_off[:, 0])
@@ -45,7 +49,7 @@ def test_the_chosen_share_of_starts_is_wider_and_the_others_do_not_move():
 
 def test_both_fighters_start_inside_the_arena_with_the_margin_at_the_widest():
     config = SimConfig(spawn_wide=1.0)
-    pos, _, _ = initial_conditions_batch(config, 9, torch.arange(ENVS), torch.zeros(ENVS, dtype=torch.int64))
+    pos = _starts(config, seed=9)[0]
     assert float(pos.abs().max()) <= config.arena_half_width_m - SPAWN_WIDE_MARGIN_M
     # Some fight starts within 15 km of an edge (the rules' start keeps 32.5 km at least).
     assert float(pos.abs().amax(dim=(1, 2)).max()) > config.arena_half_width_m - 15_000
