@@ -224,7 +224,7 @@ class BatchedSim:
         self._reset_envs(mask)
         if self.observer is not None:
             self.observer.episodes_started(self.state, mask)
-        if self._native is not None and self._native.writes_obs:
+        if self._native is not None:
             self._native.observe(mask.nonzero().squeeze(-1), self._obs)
         else:
             self._obs.copy_(torch.where(mask.view(n, 1, 1), self._observe(self.state, self.config), self._obs))
@@ -313,12 +313,9 @@ class BatchedSim:
     def _step_native(self) -> StepResult:
         """The rest of :meth:`step` on the native kernel: one call for the physics, the closing
         and the observations, then the resets of the environments that ended."""
-        s, cfg, native = self.state, self.config, self._native
+        s, native = self.state, self._native
         assert native is not None
         native.decision_step(self._obs, self._final_obs)
-        if not native.writes_obs:
-            self._observe_into(s, cfg, self._final_obs)
-            self._obs.copy_(self._final_obs)
         if self.observer is not None:
             self.observer.decision_end(s, self._acc)
         self._episode_steps.copy_(s.decision_steps)
@@ -336,7 +333,7 @@ class BatchedSim:
         if idx.numel():
             s.episode_index[idx] += 1
             self._write_initial(None, idx)
-            if self._native is not None and self._native.writes_obs:
+            if self._native is not None:
                 self._native.observe(idx, self._obs)
             else:
                 self._obs[idx] = self._observe_eager(s.select(idx), self.config)

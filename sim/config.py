@@ -199,7 +199,8 @@ class SimConfig:
     obs_reach: bool = False
     """Append the ``reach`` block to the observation: the own missile's reach against the enemy
     flying straight, the enemy's reach against me turning away, and the escape time margin
-    (sim/reach/spacetime.py; sim/layout.py gives the scales)."""
+    (sim/reach/spacetime.py; sim/layout.py gives the scales). The native CPU kernel looks them
+    up itself (sim/native/reach.h): about 0.9 µs per environment and decision on one core."""
 
     dtype: str = "float32"
     """Floating-point type of the state: ``"float32"`` or ``"float64"``."""

@@ -66,6 +66,20 @@ def test_native_and_torch_agree_in_float32_with_the_default_model() -> None:
     assert counts["ended"] > 100 and counts["launches"] > 500
 
 
+@pytest.mark.parametrize(("dtype", "tol"), [("float64", 1e-7), ("float32", 1e-3)])
+def test_the_kernel_writes_the_reach_block_as_the_torch_builder_does(dtype: str, tol: float) -> None:
+    # The reach block's table lookups and escape-margin search run in the kernel
+    # (sim/native/reach.h): every column, the three reach ones included, as the torch path has them.
+    config = SimConfig(dtype=dtype, obs_reach=True, max_time_s=20.0, spawn_separation_m=(10_000.0, 40_000.0))
+    counts = _side_by_side(config, n=96, steps=50, obs_tol=tol, state_tol=tol)
+    assert counts["ended"] > 20 and counts["launches"] > 200
+    sim = BatchedSim(96, config, seed=4, backend="native")
+    block = sim.reset()[..., -3:]
+    # Far and near starts: reaches that differ, margins of both signs.
+    assert block[..., 0].std() > 0.01 and block[..., 1].std() > 0.01
+    assert (block[..., 2] > 0).any() and (block[..., 2] < 0).any()
+
+
 def test_the_peer_work_config_one_missile_per_fighter_ten_substeps() -> None:
     config = SimConfig(dtype="float64", missiles_per_fighter=1, obs_incoming_missiles=1,
                        obs_own_missiles=1, substeps=10, max_time_s=30.0,

@@ -35,6 +35,7 @@ import torch
 from sim.config import SimConfig
 from sim.layout import (
     CLOSING_SCALE_MPS,
+    MARGIN_SCALE_S,
     MISSILE_SPEED_SCALE_MPS,
     NORM_EPS,
     OBS_CLIP,
@@ -180,8 +181,9 @@ class NativeKernel:
         for t in (*self.state, *self.acc):
             if t.device.type != "cpu" or not t.is_contiguous():
                 raise ValueError("the native sim kernel needs contiguous CPU tensors")
-        self.writes_obs = not config.obs_reach
-        """The reach block is looked up in tables by the torch observation builder only."""
+        self.writes_obs = True
+        """Whether :meth:`decision_step` writes the observations (bench/sim.py turns it off to
+        time the physics alone; a simulator always leaves it on)."""
         layout = ObsLayout.from_config(config)
         f, m = config.fighter, config.missile
         self.fparams = [
@@ -198,6 +200,23 @@ class NativeKernel:
             config.burn_steps, config.max_flight_steps, config.time_limit_steps,
             config.obs_incoming_missiles, config.obs_own_missiles, layout.size,
         ]
+        self._reach_params(config)
+
+    def _reach_params(self, config: SimConfig) -> None:
+        """The reach block's tables (the process's cached ones, in the state's dtype: the values
+        the torch builder looks up) as the grids' first two nodes and counts, then the flat
+        table after the model's parameters (sim/native/reach.h)."""
+        if not config.obs_reach:
+            self.fparams += [0.0] * 6 + [MARGIN_SCALE_S]
+            self.iparams += [0, 0, 0, 0]
+            return
+        from sim.reach.missile import cached_tables
+
+        reach = cached_tables(config, "cpu", config.dtype).reach
+        grids = (reach.shooter_speeds_mps, reach.target_speeds_mps, reach.aspects_rad)
+        self.fparams += [float(v) for grid in grids for v in grid[:2].tolist()] + [MARGIN_SCALE_S]
+        self.fparams += reach.reach_m.reshape(-1).tolist()
+        self.iparams += [1, *(int(grid.shape[0]) for grid in grids)]
 
     def decision_step(self, obs: torch.Tensor, final_obs: torch.Tensor) -> None:
         """All physics steps of one decision, its closing, and (unless ``writes_obs`` is off)
