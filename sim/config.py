@@ -198,7 +198,8 @@ class SimConfig:
     """How many of the own missiles in flight each observation describes (nearest to target)."""
     obs_reach: bool = False
     """Append the ``reach`` block to the observation: the own missile's reach against the enemy
-    flying straight, the enemy's reach against me turning away, and the escape time margin
+    flying straight and against it turning away (the no-escape reach), the enemy's reach against
+    me turning away, and the escape time margin
     (sim/reach/spacetime.py; sim/layout.py gives the scales). The native CPU kernel looks them
     up itself (sim/native/reach.h): about 0.9 µs per environment and decision on one core."""
 

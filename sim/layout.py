@@ -32,9 +32,10 @@ flight time / missile_max_flight_time_s, motor burning flag.
 
 ``time`` (1): fraction of episode time left, ``max(1 − t / max_time_s, 0)``.
 
-``reach`` (3, only with ``SimConfig.obs_reach``; sim/reach/spacetime.py): the reach of an own missile
-launched now against the enemy flying straight / RANGE_SCALE, the reach of an enemy missile
-launched now against o turning away / RANGE_SCALE, and o's escape time margin /
+``reach`` (4, only with ``SimConfig.obs_reach``; sim/reach/spacetime.py): the reach of an own missile
+launched now against the enemy flying straight / RANGE_SCALE, the same against the enemy turning
+away (the no-escape reach) / RANGE_SCALE, the reach of an enemy missile launched now against o
+turning away / RANGE_SCALE, and o's escape time margin /
 MARGIN_SCALE_S (positive: seconds until an enemy launch can no longer be outrun by turning
 away, both flying straight on; negative: seconds since).
 """
@@ -69,7 +70,7 @@ INCOMING_FIELDS = (
 )
 OWN_MISSILE_FIELDS = ("present", "range_to_target", "speed", "closing_speed", "flight_time", "motor_on")
 TIME_FIELDS = ("time_left",)
-REACH_FIELDS = ("own_reach", "enemy_escape_reach", "escape_margin")
+REACH_FIELDS = ("own_reach", "own_escape_reach", "enemy_escape_reach", "escape_margin")
 
 
 @dataclass(frozen=True)

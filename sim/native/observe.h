@@ -154,19 +154,21 @@ void observe_block(const Block<T>& b, const Params<T>& P, T* buf, T* out, T* out
     // time (1)
     const V left = T(1) - (__builtin_convertvector(b.physics, V) * P.dt) / P.max_time;
     emit(left > T(0) ? left : zero);
-    // reach (3, with obs_reach): table lookups per lane (sim/native/reach.h).
+    // reach (4, with obs_reach): table lookups per lane (sim/native/reach.h).
     if (P.obs_reach) {
-      V own_reach, enemy_reach, margin;
+      V own_reach, own_escape_reach, enemy_reach, margin;
       for (int l = 0; l < LANES; ++l) {
-        T a = T(0), c = T(0), m = T(0);
+        T a = T(0), x = T(0), c = T(0), m = T(0);
         if (b.env[l] >= 0) {
-          P.reach.observe(rx[l], ry[l], b.fvx[o][l], b.fvy[o][l], b.fvx[e][l], b.fvy[e][l], a, c, m);
+          P.reach.observe(rx[l], ry[l], b.fvx[o][l], b.fvy[o][l], b.fvx[e][l], b.fvy[e][l], a, x, c, m);
         }
         own_reach[l] = a;
+        own_escape_reach[l] = x;
         enemy_reach[l] = c;
         margin[l] = m;
       }
       emit(own_reach / P.range_scale);
+      emit(own_escape_reach / P.range_scale);
       emit(enemy_reach / P.range_scale);
       emit(margin / P.margin_scale);
     }

@@ -113,10 +113,11 @@ struct ReachTable {
     return root < T(-MARGIN_HORIZON) ? T(-MARGIN_HORIZON) : (root > T(MARGIN_HORIZON) ? T(MARGIN_HORIZON) : root);
   }
 
-  // The block's three values, unscaled: own reach against the enemy flying straight, the
-  // enemy's reach against me turning away (m), and my escape time margin (s), from the enemy's
-  // position relative to me and both velocities.
-  void observe(T rx, T ry, T ovx, T ovy, T evx, T evy, T& own_reach, T& enemy_reach, T& margin) const {
+  // The block's four values, unscaled: own reach against the enemy flying straight and against
+  // it turning away, the enemy's reach against me turning away (m), and my escape time margin
+  // (s), from the enemy's position relative to me and both velocities.
+  void observe(T rx, T ry, T ovx, T ovy, T evx, T evy, T& own_reach, T& own_escape_reach, T& enemy_reach,
+               T& margin) const {
     T rng = std::sqrt(rx * rx + ry * ry);
     rng = rng < T(1e-6) ? T(1e-6) : rng;
     const T ux = rx / rng, uy = ry / rng;
@@ -125,6 +126,7 @@ struct ReachTable {
     const T os = own_speed < T(1e-6) ? T(1e-6) : own_speed;
     const T es = enemy_speed < T(1e-6) ? T(1e-6) : enemy_speed;
     own_reach = lookup(0, own_speed, enemy_speed, (evx * ux + evy * uy) / es, (ux * evy - uy * evx) / es);
+    own_escape_reach = lookup(1, own_speed, enemy_speed, (evx * ux + evy * uy) / es, (ux * evy - uy * evx) / es);
     enemy_reach = lookup(1, enemy_speed, own_speed, -(ovx * ux + ovy * uy) / os, (uy * ovx - ux * ovy) / os);
     margin = escape_margin(rx, ry, ovx, ovy, evx, evy);
   }

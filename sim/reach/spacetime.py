@@ -154,10 +154,11 @@ def escape_time_margin(tables: MissileTables, rx: torch.Tensor, ry: torch.Tensor
 
 def reach_observation(tables: MissileTables, rx: torch.Tensor, ry: torch.Tensor, own_vx: torch.Tensor,
                       own_vy: torch.Tensor, enemy_vx: torch.Tensor, enemy_vy: torch.Tensor
-                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The observation's ``reach`` block (sim/layout.py), scaled, each of ``rx``'s shape: own
-    reach against the enemy flying straight, enemy reach against me turning away, escape time
-    margin; from the enemy's position relative to me and both velocities (any frame)."""
+    reach against the enemy flying straight and against it turning away (the no-escape reach),
+    enemy reach against me turning away, escape time margin; from the enemy's position relative
+    to me and both velocities (any frame)."""
     shape = rx.shape
     rx, ry, ovx, ovy, evx, evy = _flat(tables, rx, ry, own_vx, own_vy, enemy_vx, enemy_vy)
     rng = torch.sqrt(rx * rx + ry * ry).clamp_min(1e-6)
@@ -168,11 +169,14 @@ def reach_observation(tables: MissileTables, rx: torch.Tensor, ry: torch.Tensor,
     # Enemy heading against my line of sight u; my heading against the enemy's, -u.
     own_reach = reach_straight(tables, own_speed, enemy_speed, (evx * ux + evy * uy) / es_,
                                (ux * evy - uy * evx) / es_)
+    own_escape_reach = reach_turning_away(tables, own_speed, enemy_speed, (evx * ux + evy * uy) / es_,
+                                          (ux * evy - uy * evx) / es_)
     enemy_reach = reach_turning_away(tables, enemy_speed, own_speed, -(ovx * ux + ovy * uy) / os_,
                                      (uy * ovx - ux * ovy) / os_)
     margin = escape_time_margin(tables, rx, ry, ovx, ovy, evx, evy)
     return (
-        (own_reach / RANGE_SCALE_M).view(shape), (enemy_reach / RANGE_SCALE_M).view(shape),
+        (own_reach / RANGE_SCALE_M).view(shape), (own_escape_reach / RANGE_SCALE_M).view(shape),
+        (enemy_reach / RANGE_SCALE_M).view(shape),
         (margin / MARGIN_SCALE_S).view(shape),
     )
 
