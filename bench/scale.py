@@ -22,8 +22,13 @@ ranks to cores 0..R-1 instead, shared between its ranks (bench/RESULTS.md has bo
   ms: the collective without waiting for a late peer).
 
 ``ratio`` is the scaling efficiency, 2-rank agent-steps/s over twice the 1-rank figure (1.0:
-two cores do twice one core's work; the target is 0.9). The two sizes run alternately,
-``--repeats`` times each, and the medians are reported.
+two cores do twice one core's work; the target is 0.9). Two cores busy at once do not always
+do twice one core's work on a shared host, with or without communication, so a third job
+measures that ceiling: **a pair** of independent 1-rank jobs run side by side, one on each
+core, sharing nothing (``pair`` agent-steps/s: both jobs' samples over the later one's wall
+time). ``ratio_to_pair``, the 2-rank job over the pair, is then what the ranks' collectives and
+lockstep cost, apart from what the host's two busy cores cost. The three jobs run in a rotating
+order, ``--repeats`` times each, and the medians are reported.
 
     python bench/scale.py            # 2 x 327,680 agent-steps per size
     python bench/scale.py --quick    # 16,384 agent-steps per run, once per size
@@ -82,11 +87,21 @@ class JobFigures:
     all_reduce_elements: int
 
 
+def _pin_choice(value: str) -> str:
+    """``--pin``'s value: ``job``, ``rank``, or ``core:K`` (used by :func:`measure_pair`)."""
+    if value in ("job", "rank") or (value.startswith("core:") and value.removeprefix("core:").isdigit()):
+        return value
+    raise argparse.ArgumentTypeError(f"{value!r} is not one of job, rank")
+
+
 def _pin(pin: str) -> int:
-    """Confine this rank to its job's cores (``job``: cores 0..R-1) or to its own (``rank``)."""
+    """Confine this rank to its job's cores (``job``: cores 0..R-1), to its own (``rank``), or
+    to core K (``core:K``: one job of a side-by-side pair)."""
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     cores = os.cpu_count() or 1
-    if pin == "rank":
+    if pin.startswith("core:"):
+        os.sched_setaffinity(0, {int(pin.removeprefix("core:")) % cores})
+    elif pin == "rank":
         os.sched_setaffinity(0, {local_rank % cores})
     else:
         os.sched_setaffinity(0, set(range(min(int(os.environ.get("LOCAL_WORLD_SIZE", "1")), cores))))
@@ -113,15 +128,40 @@ def rank_main(out_dir: Path, flags: list[str], pin: str) -> None:
     (out_dir / f"rank{figures.rank}.json").write_text(json.dumps(asdict(figures)))
 
 
+def _job_flags(total_steps: int, envs: int, opponent: str, run_dir: Path, processes: str, sched: str) -> list[str]:
+    return [*RANK_FLAGS, "--set", f"actors.processes={processes}", "--set", f"actors.sched={sched}",
+            "--opponent", opponent, "--envs-per-actor", str(envs), "--total-steps", str(total_steps),
+            "--run-dir", str(run_dir)]
+
+
 def measure(ranks: int, total_steps: int, envs: int, opponent: str, work_dir: Path, pin: str,
             processes: str, sched: str = "idle") -> JobFigures:
     """One job of ``ranks`` ranks through ``torch.distributed.run``, ``total_steps`` agent-steps."""
     work_dir.mkdir(parents=True)
-    flags = [*RANK_FLAGS, "--set", f"actors.processes={processes}", "--set", f"actors.sched={sched}",
-             "--opponent", opponent, "--envs-per-actor", str(envs), "--total-steps", str(total_steps),
-             "--run-dir", str(work_dir / "run")]
+    flags = _job_flags(total_steps, envs, opponent, work_dir / "run", processes, sched)
     _torchrun(ranks, ["--pin", pin, "--rank-out", str(work_dir), "--", *flags])
-    shares = [RankFigures(**json.loads((work_dir / f"rank{r}.json").read_text())) for r in range(ranks)]
+    return _figures(ranks, [work_dir / f"rank{r}.json" for r in range(ranks)], total_steps)
+
+
+def measure_pair(total_steps: int, envs: int, opponent: str, work_dir: Path, processes: str,
+                 sched: str = "idle") -> JobFigures:
+    """Two independent 1-rank jobs at once, one on each core, each ``total_steps / 2``
+    agent-steps: two cores' work with no communication between them (the 2-rank job's ceiling
+    on this host). Figures as one job's, from both."""
+    jobs = []
+    for core in range(2):
+        part = work_dir / f"core{core}"
+        part.mkdir(parents=True)
+        flags = _job_flags(total_steps // 2, envs, opponent, part / "run", processes, sched)
+        jobs.append(_torchrun_start(1, ["--pin", f"core:{core}", "--rank-out", str(part), "--", *flags]))
+    for job in jobs:
+        _torchrun_wait(1, job)
+    return _figures(2, [work_dir / f"core{core}" / "rank0.json" for core in range(2)], total_steps)
+
+
+def _figures(ranks: int, files: list[Path], total_steps: int) -> JobFigures:
+    """A job's figures from its ranks' files (see the module docstring)."""
+    shares = [RankFigures(**json.loads(f.read_text())) for f in files]
     trained = sum(s.trained_samples for s in shares)
     if trained < total_steps:
         raise SystemExit(f"{ranks}-rank job trained {trained} agent-steps of {total_steps}")
@@ -164,13 +204,21 @@ def measure_bare(elements: int, work_dir: Path, pin: str, calls: int = 300) -> f
     return max(json.loads((work_dir / f"probe{r}.json").read_text()) for r in range(2))
 
 
-def _torchrun(ranks: int, script_args: list[str]) -> None:
+def _torchrun_start(ranks: int, script_args: list[str]) -> subprocess.Popen[str]:
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
-    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                           "--nproc-per-node", str(ranks), str(Path(__file__).resolve()), *script_args],
-                          cwd=REPO, env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"{ranks}-rank job failed (exit {done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+    return subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                             "--nproc-per-node", str(ranks), str(Path(__file__).resolve()), *script_args],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _torchrun_wait(ranks: int, job: subprocess.Popen[str]) -> None:
+    stdout, stderr = job.communicate()
+    if job.returncode != 0:
+        raise SystemExit(f"{ranks}-rank job failed (exit {job.returncode}):\n{stdout[-3000:]}{stderr[-3000:]}")
+
+
+def _torchrun(ranks: int, script_args: list[str]) -> None:
+    _torchrun_wait(ranks, _torchrun_start(ranks, script_args))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -188,7 +236,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--actor-sched", choices=("idle", "normal"), default="idle",
                    help="the actor processes' scheduling class, both sizes (idle: a CPU job's default; "
                         "normal: below the learner by nice 19 in the 2-rank job only)")
-    p.add_argument("--pin", choices=("job", "rank"), default="rank",
+    p.add_argument("--pin", type=_pin_choice, default="rank",
                    help="rank: each rank on a core of its own (the default); job: a job of R ranks shares cores 0..R-1")
     p.add_argument("--rank-out", type=Path, default=None, help=argparse.SUPPRESS)
     p.add_argument("--probe-out", type=Path, default=None, help=argparse.SUPPRESS)
@@ -206,25 +254,34 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("error: bench/scale.py needs 2 cores (one per rank)")
     total = args.total_steps or (16_384 if args.quick else 327_680)
     repeats = args.repeats or (1 if args.quick else 2)
-    runs: dict[int, list[JobFigures]] = {1: [], 2: []}
+    runs: dict[int | str, list[JobFigures]] = {1: [], "pair": [], 2: []}
+    order: list[int | str] = [1, "pair", 2]
     bare_ms: float | None = None
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(repeats):
-            for ranks in ((1, 2) if r % 2 == 0 else (2, 1)):  # alternate: no size always runs warmer
-                m = measure(ranks, total, args.envs_per_actor, args.opponent, Path(tmp) / f"ranks{ranks}_{r}",
-                            args.pin, args.actor_processes, args.actor_sched)
-                runs[ranks].append(m)
-                if ranks == 2 and bare_ms is None:
+            for kind in order[r % 3:] + order[:r % 3]:  # rotate: no job always runs warmer
+                work = Path(tmp) / f"{kind}_{r}"
+                if kind == "pair":
+                    m = measure_pair(total, args.envs_per_actor, args.opponent, work, args.actor_processes,
+                                     args.actor_sched)
+                else:
+                    m = measure(int(kind), total, args.envs_per_actor, args.opponent, work, args.pin,
+                                args.actor_processes, args.actor_sched)
+                runs[kind].append(m)
+                if kind == 2 and bare_ms is None:
                     bare_ms = measure_bare(m.all_reduce_elements, Path(tmp) / "bare", args.pin)
-                print(f"{ranks} rank(s) run {r}: {m.agent_steps_per_s:,.0f} agent-steps/s, learner "
+                label = "2 x 1 rank side by side" if kind == "pair" else f"{kind} rank(s)"
+                print(f"{label} run {r}: {m.agent_steps_per_s:,.0f} agent-steps/s, learner "
                       f"{m.learner_samples_per_s:,.0f} samples/s of update time"
                       + (f", gradient all-reduce {m.all_reduce_ms:.2f} ms = {m.all_reduce_share:.1%} of "
-                         "update time" if ranks > 1 else "") + f" (load {_load()})", flush=True)
+                         "update time" if kind == 2 else "") + f" (load {_load()})", flush=True)
     med = {k: statistics.median(x.agent_steps_per_s for x in v) for k, v in runs.items()}
     learner = {k: statistics.median(x.learner_samples_per_s for x in v) for k, v in runs.items()}
     ms = statistics.median(x.all_reduce_ms for x in runs[2])
     share = statistics.median(x.all_reduce_share for x in runs[2])
     ratio = med[2] / (2 * med[1])
+    pair_of_one = med["pair"] / (2 * med[1])
+    to_pair = med[2] / med["pair"]
     print(f"device cpu ({cpu_name()}), one torch thread per rank, pinned by {args.pin}, actor processes "
           f"{args.actor_processes} ({args.actor_sched} class), 1 actor x {args.envs_per_actor} envs, "
           f"{total:,} agent-steps per job, median of {repeats}")
@@ -233,10 +290,13 @@ def main(argv: list[str] | None = None) -> None:
           f"(waiting for the other rank included), {share:.1%} of update time; bare (ranks in step) "
           f"{bare_ms:.3f} ms")
     print(f"ratio (2-rank agent-steps/s over twice the 1-rank figure) {ratio:.3f}; target 0.9")
+    print(f"two independent 1-rank jobs side by side do {pair_of_one:.3f} of twice one job alone (the host's "
+          f"two busy cores); the 2-rank job does {to_pair:.3f} of the pair (its collectives and lockstep)")
     import torch
 
     print(f"RESULT device=cpu cores=2 torch={torch.__version__} opponent={args.opponent} actor_processes={args.actor_processes} actor_sched={args.actor_sched} pin={args.pin} total_steps={total} repeats={repeats} "
           f"ranks1_agent_steps_per_s={med[1]:.0f} ranks2_agent_steps_per_s={med[2]:.0f} ratio={ratio:.3f} "
+          f"pair_agent_steps_per_s={med['pair']:.0f} pair_ratio={pair_of_one:.3f} ratio_to_pair={to_pair:.3f} "
           f"ranks1_learner_samples_per_s={learner[1]:.0f} ranks2_learner_samples_per_s={learner[2]:.0f} "
           f"allreduce_ms={ms:.3f} allreduce_share={share:.4f} allreduce_bare_ms={bare_ms:.3f} "
           f"gradient_floats={runs[2][0].all_reduce_elements} load={_load().replace(' ', ',')}")

@@ -26,6 +26,12 @@ def test_quick_scale_runs_both_sizes_and_times_the_all_reduce():
     one, two = float(fields["ranks1_agent_steps_per_s"]), float(fields["ranks2_agent_steps_per_s"])
     assert one > 0 and two > 0
     assert float(fields["ratio"]) == pytest.approx(two / (2 * one), abs=2e-3)
+    # The ceiling: two independent 1-rank jobs side by side, one per core, each half the work.
+    pair = float(fields["pair_agent_steps_per_s"])
+    assert pair > 0
+    assert float(fields["pair_ratio"]) == pytest.approx(pair / (2 * one), abs=2e-3)
+    assert float(fields["ratio_to_pair"]) == pytest.approx(two / pair, abs=2e-3)
+    assert re.search(r"^2 x 1 rank side by side run 0: [\d,]+ agent-steps/s", done.stdout, re.M)
     # The 2-rank job all-reduced the whole gradient of the default network, a positive time each.
     assert int(fields["gradient_floats"]) > 10_000
     assert float(fields["allreduce_ms"]) > 0 and float(fields["allreduce_bare_ms"]) > 0
