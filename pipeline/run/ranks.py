@@ -289,15 +289,19 @@ class Job:
         then no rank updates again. Counts the job's trained samples."""
         if not self.distributed:
             return samples > 0
-        counts = torch.tensor([1 if samples > 0 else 0, samples], dtype=torch.int64,
+        league = self.league_results
+        packed = league.pack() if league is not None else None  # the league's games ride along
+        counts = torch.tensor([1 if samples > 0 else 0, samples, *(packed.vector if packed else [])],
+                              dtype=torch.int64,
                               device=f"cuda:{self.local_rank}" if dist.get_backend() == "nccl" else "cpu")
         try:
             dist.all_reduce(counts)
         except RuntimeError as exc:
             raise RunFailed(self._lost(exc)) from exc
-        ready, total = (int(v) for v in counts.tolist())
-        if self.league_results is not None:
-            self.league_results.exchange(lambda own: [g if isinstance(g, dict) else {} for g in self._gather(own)])
+        summed = [int(v) for v in counts.tolist()]
+        ready, total = summed[:2]
+        if league is not None and packed is not None and not league.unpack(packed, summed[2:], self.world_size):
+            league.exchange(lambda own: [g if isinstance(g, dict) else {} for g in self._gather(own)])
         if ready < self.world_size:
             return False
         self.agreed_samples = total
@@ -336,7 +340,8 @@ class Job:
                 f"{s.in_flight_samples}, {s.updates} updates, weights {s.weights_digest}")
         if league is not None:
             lines.append(f"league: {league.games():,} games in the records, every rank's ("
-                         + ", ".join(f"rank {s.rank} {s.league_games or 0:,}" for s in shares) + ")")
+                         + ", ".join(f"rank {s.rank} {s.league_games or 0:,}" for s in shares)
+                         + f"); exchanged in {league.packed} update agreements, by name in {league.by_name}")
         digests = {s.weights_digest for s in shares}
         lines.append("learner replicas: identical on every rank" if len(digests) == 1 else
                      f"learner replicas: DIFFER ({len(digests)} different weight sets)")
