@@ -121,19 +121,29 @@ class ActorCritic(nn.Module):
         x = self._features(self._check_obs(obs))
         return self.actor(x).float(), self.critic(x).squeeze(-1).float()
 
-    def _log_prob_entropy(self, head: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
+    def _log_prob_entropy(self, head: Tensor, actions: Tensor,
+                          entropy_weights: tuple[float, ...] = ()) -> tuple[Tensor, Tensor]:
+        if entropy_weights and len(entropy_weights) != self.action_spec.dim:
+            raise ValueError(f"entropy_weights needs {self.action_spec.dim} values (one per action "
+                             f"component), got {len(entropy_weights)}")
         if self.log_std is None:
             log_prob = head.new_zeros(head.shape[0])
             entropy = head.new_zeros(head.shape[0])
             for i, logits in enumerate(torch.split(head, self._splits, dim=-1)):
                 logp_all = torch.log_softmax(logits, dim=-1)
                 log_prob = log_prob + logp_all.gather(-1, actions[:, i:i + 1]).squeeze(-1)
-                entropy = entropy - (logp_all.exp() * logp_all).sum(-1)
+                if entropy_weights and entropy_weights[i] == 0.0:
+                    continue
+                head_entropy = -(logp_all.exp() * logp_all).sum(-1)
+                entropy = entropy + (head_entropy * entropy_weights[i] if entropy_weights else head_entropy)
             return log_prob, entropy
         log_std = self.log_std.float()
         z = (actions.to(head.dtype) - head) * torch.exp(-log_std)
         log_prob = (-0.5 * z * z - log_std - _LOG_SQRT_2PI).sum(-1)
-        entropy = (0.5 + _LOG_SQRT_2PI + log_std).sum().expand(head.shape[0])
+        per_dim = 0.5 + _LOG_SQRT_2PI + log_std
+        if entropy_weights:
+            per_dim = per_dim * torch.tensor(entropy_weights, dtype=per_dim.dtype, device=per_dim.device)
+        entropy = per_dim.sum().expand(head.shape[0])
         return log_prob, entropy
 
     def draw_noise(self, batch: int, generator: torch.Generator | None = None,
@@ -186,15 +196,17 @@ class ActorCritic(nn.Module):
         log_prob, _ = self._log_prob_entropy(head, actions)
         return actions, log_prob, value
 
-    def evaluate(self, obs: Tensor, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def evaluate(self, obs: Tensor, actions: Tensor,
+                 entropy_weights: tuple[float, ...] = ()) -> tuple[Tensor, Tensor, Tensor]:
         """Log-probability, entropy and value of given ``actions [B, A]`` at ``obs [B, D]``
-        (differentiable), each ``[B]``."""
+        (differentiable), each ``[B]``; the entropy summed over the action components, each
+        weighted by ``entropy_weights`` where given (one per component)."""
         if actions.dim() != 2 or actions.shape[0] != obs.shape[0] or actions.shape[1] != self.action_spec.dim:
             raise ValueError(
                 f"actions must have shape ({obs.shape[0]}, {self.action_spec.dim}), got {tuple(actions.shape)}"
             )
         head, value = self.forward(obs)
-        log_prob, entropy = self._log_prob_entropy(head, actions)
+        log_prob, entropy = self._log_prob_entropy(head, actions, entropy_weights)
         return log_prob, entropy, value
 
     @torch.no_grad()

@@ -87,6 +87,9 @@ class PPOLearner:
                                  config.normalize_obs, config.obs_norm_clip)
             if config.policy_bias:
                 policy.set_policy_bias(config.policy_bias)
+        if config.entropy_weights and len(config.entropy_weights) != action_spec.dim:
+            raise ValueError(f"entropy_weights needs {action_spec.dim} values (one per action component), "
+                             f"got {len(config.entropy_weights)}")
         self.policy = policy.to(self.device)
         broadcast_module(self.policy)
         self._params = [p for p in self.policy.parameters() if p.requires_grad]
@@ -143,7 +146,10 @@ class PPOLearner:
                         returns: Tensor, old_values: Tensor) -> tuple[Tensor, Tensor]:
         cfg = self.config
         with self._autocast():
-            new_log_probs, entropy, new_values = self.policy.evaluate(obs, actions)
+            if cfg.entropy_weights:
+                new_log_probs, entropy, new_values = self.policy.evaluate(obs, actions, cfg.entropy_weights)
+            else:
+                new_log_probs, entropy, new_values = self.policy.evaluate(obs, actions)
         log_ratio = new_log_probs.float() - old_log_probs
         ratio = log_ratio.exp()
         if cfg.normalize_advantages:

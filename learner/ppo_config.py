@@ -46,6 +46,12 @@ class PPOConfig:
     """Clipping range of the value prediction when ``clip_value_loss``."""
     entropy_coef: float = 0.01
     """Weight of the entropy bonus."""
+    entropy_weights: tuple[float, ...] = ()
+    """Each action component's share of the entropy bonus, one per component (a discrete
+    head, or a continuous dimension); empty: 1 for every one. ``[1, 1, 0]`` for the sim keeps
+    rudder and throttle exploring and leaves the fire decision to the returns alone (the
+    bonus would otherwise pull a rare ``fire`` back towards one half). The ``entropy``
+    statistic is the weighted sum."""
     value_coef: float = 0.5
     """Weight of the value loss."""
     max_grad_norm: float = 0.5
@@ -95,7 +101,7 @@ class PPOConfig:
     episode, instead of at once in half of all steps."""
 
     def __post_init__(self) -> None:
-        for name in ("hidden_sizes", "policy_bias"):
+        for name in ("hidden_sizes", "policy_bias", "entropy_weights"):
             value = getattr(self, name)
             if not isinstance(value, (tuple, list)):
                 raise ValueError(f"{name} must be a list of numbers, got {value!r}")
@@ -105,9 +111,13 @@ class PPOConfig:
         if len(self.policy_bias) > MAX_POLICY_BIAS:
             raise ValueError(f"policy_bias must hold at most {MAX_POLICY_BIAS} numbers (one per "
                              f"output of the policy head), got {len(self.policy_bias)}")
+        if len(self.entropy_weights) > MAX_POLICY_BIAS:
+            raise ValueError(f"entropy_weights must hold at most {MAX_POLICY_BIAS} numbers (one per "
+                             f"action component), got {len(self.entropy_weights)}")
         check_bounds(self, PPO_BOUNDS)
         object.__setattr__(self, "hidden_sizes", tuple(self.hidden_sizes))
         object.__setattr__(self, "policy_bias", tuple(float(b) for b in self.policy_bias))
+        object.__setattr__(self, "entropy_weights", tuple(float(w) for w in self.entropy_weights))
         if self.activation not in ("tanh", "relu"):
             raise ValueError(f"activation must be 'tanh' or 'relu', got {self.activation!r}")
         for f in dataclasses.fields(self):
@@ -147,6 +157,7 @@ PPO_BOUNDS: dict[str, Bounds] = {
     "clip_coef": positive(100.0),
     "value_clip_coef": positive(1e6),
     "entropy_coef": Bounds(0.0, 1000.0),
+    "entropy_weights": Bounds(0.0, 1000.0),
     "value_coef": Bounds(0.0, 1000.0),
     "max_grad_norm": positive(1e6),
     "reward_scale": positive(1e6),

@@ -296,6 +296,9 @@ def test_the_findings_own_cases(tmp_path):
         ({"run": {"sync": 0.5}}, "run.sync must be true or false, got 0.5 (a float)"),
         ({"ppo": {"update_epochs": 2**62}}, "ppo: update_epochs must be an integer in [1, 1000]"),
         ({"ppo": {"policy_bias": [0.0, -4.0]}}, "ppo.policy_bias has 2 values but the policy head has 8 outputs"),
+        ({"ppo": {"entropy_weights": [1.0, 0.0]}}, "ppo.entropy_weights has 2 values but the sim's discrete "
+                                                    "actions have 3 components"),
+        ({"ppo": {"entropy_weights": [1, 1, -0.5]}}, "ppo: entropy_weights[2] must be in [0, 1000], got -0.5"),
         ({"actors": {"env_kwargs": {"g": 9.8}}}, "actors.env_kwargs (--env-kwargs) applies to a Gymnasium env only"),
         ({"run": {"run_dir": "a\x00b"}}, "run.run_dir must not hold control characters"),
     ]

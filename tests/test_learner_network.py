@@ -74,6 +74,26 @@ def test_policy_bias_is_the_fresh_policys_prior():
         net.set_policy_bias([0.0, -4.0])
 
 
+def test_entropy_weights_scale_each_heads_share_of_the_entropy():
+    spec = ActionSpec("multi_discrete", nvec=(3, 3, 2))
+    net = ActorCritic(5, spec, hidden_sizes=(16,))
+    obs, actions = torch.randn(64, 5), torch.stack([torch.randint(0, n, (64,)) for n in (3, 3, 2)], dim=1)
+    log_prob, entropy, value = net.evaluate(obs, actions)
+    heads = torch.split(net(obs)[0], [3, 3, 2], dim=-1)
+    per_head = [torch.distributions.Categorical(logits=h).entropy() for h in heads]
+    torch.testing.assert_close(entropy, sum(per_head))
+    weighted_log_prob, weighted, weighted_value = net.evaluate(obs, actions, (1.0, 0.5, 0.0))
+    torch.testing.assert_close(weighted, per_head[0] + 0.5 * per_head[1])  # the fire head left out
+    torch.testing.assert_close(weighted_log_prob, log_prob)  # only the bonus changes
+    torch.testing.assert_close(weighted_value, value)
+    with pytest.raises(ValueError, match="entropy_weights needs 3 values"):
+        net.evaluate(obs, actions, (1.0, 0.0))
+    box = ActorCritic(5, ActionSpec("continuous", low=(-1.0, -1.0), high=(1.0, 1.0)), hidden_sizes=(8,))
+    _, full, _ = box.evaluate(obs, torch.zeros(64, 2))
+    _, half, _ = box.evaluate(obs, torch.zeros(64, 2), (0.5, 0.5))
+    torch.testing.assert_close(half, 0.5 * full)
+
+
 def test_gumbel_sampling_follows_skewed_logits():
     net = ActorCritic(2, ActionSpec("discrete", nvec=(3,)), hidden_sizes=(8,), normalize_obs=False)
     with torch.no_grad():

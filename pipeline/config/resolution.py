@@ -197,6 +197,12 @@ def resolve(data: dict[str, Any], device: str | None = None) -> PipelineConfig:
         if len(ppo.policy_bias) != head:
             raise ConfigError(f"ppo.policy_bias has {len(ppo.policy_bias)} values but the policy head has "
                               f"{head} outputs (the sim's {config.sim.action_mode} actions; [] means zeros)")
+    if env == "midrange" and ppo.entropy_weights:
+        components = ActionSpec.for_sim(config.sim).dim
+        if len(ppo.entropy_weights) != components:
+            raise ConfigError(f"ppo.entropy_weights has {len(ppo.entropy_weights)} values but the sim's "
+                              f"{config.sim.action_mode} actions have {components} components "
+                              "(rudder, throttle, fire; [] means 1 for each)")
     if config.samples_per_batch % ppo.num_minibatches:
         raise ConfigError(
             f"ppo.num_minibatches ({ppo.num_minibatches}) must divide the batch of "
