@@ -128,23 +128,28 @@ def rank_main(out_dir: Path, flags: list[str], pin: str) -> None:
     (out_dir / f"rank{figures.rank}.json").write_text(json.dumps(asdict(figures)))
 
 
-def _job_flags(total_steps: int, envs: int, opponent: str, run_dir: Path, processes: str, sched: str) -> list[str]:
-    return [*RANK_FLAGS, "--set", f"actors.processes={processes}", "--set", f"actors.sched={sched}",
+def _job_flags(total_steps: int, envs: int, opponent: str, run_dir: Path, processes: str, sched: str,
+               compiled: bool) -> list[str]:
+    # The compiled actor step is chosen by a job's total (1M agent-steps or more), so every job
+    # here sets it: a pair's half-size jobs and a 2-rank job would otherwise run different code.
+    on = str(compiled).lower()
+    return [*RANK_FLAGS, "--set", f"run.compile_step={on}", "--set", f"run.compile_agents={on}",
+            "--set", f"actors.processes={processes}", "--set", f"actors.sched={sched}",
             "--opponent", opponent, "--envs-per-actor", str(envs), "--total-steps", str(total_steps),
             "--run-dir", str(run_dir)]
 
 
 def measure(ranks: int, total_steps: int, envs: int, opponent: str, work_dir: Path, pin: str,
-            processes: str, sched: str = "idle") -> JobFigures:
+            processes: str, sched: str = "idle", compiled: bool = False) -> JobFigures:
     """One job of ``ranks`` ranks through ``torch.distributed.run``, ``total_steps`` agent-steps."""
     work_dir.mkdir(parents=True)
-    flags = _job_flags(total_steps, envs, opponent, work_dir / "run", processes, sched)
+    flags = _job_flags(total_steps, envs, opponent, work_dir / "run", processes, sched, compiled)
     _torchrun(ranks, ["--pin", pin, "--rank-out", str(work_dir), "--", *flags])
     return _figures(ranks, [work_dir / f"rank{r}.json" for r in range(ranks)], total_steps)
 
 
 def measure_pair(total_steps: int, envs: int, opponent: str, work_dir: Path, processes: str,
-                 sched: str = "idle") -> JobFigures:
+                 sched: str = "idle", compiled: bool = False) -> JobFigures:
     """Two independent 1-rank jobs at once, one on each core, each ``total_steps / 2``
     agent-steps: two cores' work with no communication between them (the 2-rank job's ceiling
     on this host). Figures as one job's, from both."""
@@ -152,7 +157,7 @@ def measure_pair(total_steps: int, envs: int, opponent: str, work_dir: Path, pro
     for core in range(2):
         part = work_dir / f"core{core}"
         part.mkdir(parents=True)
-        flags = _job_flags(total_steps // 2, envs, opponent, part / "run", processes, sched)
+        flags = _job_flags(total_steps // 2, envs, opponent, part / "run", processes, sched, compiled)
         jobs.append(_torchrun_start(1, ["--pin", f"core:{core}", "--rank-out", str(part), "--", *flags]))
     for job in jobs:
         _torchrun_wait(1, job)
@@ -236,6 +241,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--actor-sched", choices=("idle", "normal"), default="idle",
                    help="the actor processes' scheduling class, both sizes (idle: a CPU job's default; "
                         "normal: below the learner by nice 19 in the 2-rank job only)")
+    p.add_argument("--compile", choices=("off", "on"), default="off",
+                   help="the compiled actor step and opponents (run.compile_step, run.compile_agents) in "
+                        "every job (a launcher run turns them on from 1M agent-steps)")
     p.add_argument("--pin", type=_pin_choice, default="rank",
                    help="rank: each rank on a core of its own (the default); job: a job of R ranks shares cores 0..R-1")
     p.add_argument("--rank-out", type=Path, default=None, help=argparse.SUPPRESS)
@@ -263,10 +271,10 @@ def main(argv: list[str] | None = None) -> None:
                 work = Path(tmp) / f"{kind}_{r}"
                 if kind == "pair":
                     m = measure_pair(total, args.envs_per_actor, args.opponent, work, args.actor_processes,
-                                     args.actor_sched)
+                                     args.actor_sched, args.compile == "on")
                 else:
                     m = measure(int(kind), total, args.envs_per_actor, args.opponent, work, args.pin,
-                                args.actor_processes, args.actor_sched)
+                                args.actor_processes, args.actor_sched, args.compile == "on")
                 runs[kind].append(m)
                 if kind == 2 and bare_ms is None:
                     bare_ms = measure_bare(m.all_reduce_elements, Path(tmp) / "bare", args.pin)
@@ -283,7 +291,7 @@ def main(argv: list[str] | None = None) -> None:
     pair_of_one = med["pair"] / (2 * med[1])
     to_pair = med[2] / med["pair"]
     print(f"device cpu ({cpu_name()}), one torch thread per rank, pinned by {args.pin}, actor processes "
-          f"{args.actor_processes} ({args.actor_sched} class), 1 actor x {args.envs_per_actor} envs, "
+          f"{args.actor_processes} ({args.actor_sched} class), actor step compiled {args.compile}, 1 actor x {args.envs_per_actor} envs, "
           f"{total:,} agent-steps per job, median of {repeats}")
     assert bare_ms is not None
     print(f"gradient all-reduce: {runs[2][0].all_reduce_elements:,} float32, {ms:.2f} ms per call in the run "
@@ -294,7 +302,7 @@ def main(argv: list[str] | None = None) -> None:
           f"two busy cores); the 2-rank job does {to_pair:.3f} of the pair (its collectives and lockstep)")
     import torch
 
-    print(f"RESULT device=cpu cores=2 torch={torch.__version__} opponent={args.opponent} actor_processes={args.actor_processes} actor_sched={args.actor_sched} pin={args.pin} total_steps={total} repeats={repeats} "
+    print(f"RESULT device=cpu cores=2 torch={torch.__version__} opponent={args.opponent} actor_processes={args.actor_processes} actor_sched={args.actor_sched} compile={args.compile} pin={args.pin} total_steps={total} repeats={repeats} "
           f"ranks1_agent_steps_per_s={med[1]:.0f} ranks2_agent_steps_per_s={med[2]:.0f} ratio={ratio:.3f} "
           f"pair_agent_steps_per_s={med['pair']:.0f} pair_ratio={pair_of_one:.3f} ratio_to_pair={to_pair:.3f} "
           f"ranks1_learner_samples_per_s={learner[1]:.0f} ranks2_learner_samples_per_s={learner[2]:.0f} "
