@@ -14,6 +14,8 @@ from sim.layout import RANGE_SCALE_M, ObsLayout
 from sim.reach.missile import cached_tables
 from sim.reach.spacetime import own_reach_turning_away
 
+EDGE_BAND_START = 0.8
+"""Where :class:`EdgeReward`'s band begins, as a fraction of the arena's half width."""
 
 class ZeroReward(BaseReward):
     """Always 0 (for exploration experiments, or as a neutral term in a sum)."""
@@ -150,6 +152,36 @@ class HuntReward(BaseReward):
         hunted = ((obs[:, self.i_enemy_left] <= 0) & (obs[:, self.i_incoming] < 0.5)
                   & (obs[:, self.i_enemy_alive] > 0.5))
         return torch.where(hunted, -obs[:, self.i_range].float(), 0.0)
+
+    def compute(self, obs_before, obs_after, action, done, info: StepInfo) -> torch.Tensor:
+        """``[N]`` float32: ``Φ(obs_after) − Φ(obs_before)``."""
+        check_inputs(obs_before, obs_after, action, done, info)
+        return self.potential(obs_after) - self.potential(obs_before)
+
+
+class EdgeReward(BaseReward):
+    """The change of a potential that falls from 0 to −1 across the arena's outer band:
+    ``Φ = −clamp((d − EDGE_BAND_START) / (1 − EDGE_BAND_START), 0, 1)``, with ``d`` the own
+    fighter's larger coordinate over the arena's half width (1 at the edge, where it is out):
+    ``Φ(after) − Φ(before)``.
+
+    Leaving the arena loses the fight, but the loss is priced only when it happens, after a drag
+    away from a missile that ran out of room; the band prices each kilometre towards the edge
+    from 60 km of the centre (of 75 km) on, so a fighter learns to defend along or away from the
+    edge while it still can. Being a potential's difference, its episode total is ``Φ`` at the
+    end less ``Φ`` at the start (0 for the rules' start, within ±20 km of the centre): −1 for a
+    fight lost out of the arena, 0 for one that ends inside the inner 80 %.
+    """
+
+    def __init__(self, device: torch.device | str = "cpu", layout: ObsLayout | None = None):
+        super().__init__(device)
+        layout = layout if layout is not None else ObsLayout(1, 1)
+        self.i_x, self.i_y = layout.index("own.x"), layout.index("own.y")
+
+    def potential(self, obs: torch.Tensor) -> torch.Tensor:
+        """``Φ`` of each observation ``[N]``: 0 inside the inner 80 %, −1 at and past the edge."""
+        d = torch.maximum(obs[:, self.i_x].abs(), obs[:, self.i_y].abs()).float()
+        return -((d - EDGE_BAND_START) / (1.0 - EDGE_BAND_START)).clamp(0.0, 1.0)
 
     def compute(self, obs_before, obs_after, action, done, info: StepInfo) -> torch.Tensor:
         """``[N]`` float32: ``Φ(obs_after) − Φ(obs_before)``."""

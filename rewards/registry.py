@@ -15,6 +15,7 @@ from rewards.presets import (
     ClosingReward,
     DisarmedReward,
     DrawReward,
+    EdgeReward,
     HuntReward,
     LaunchReward,
     OutcomeReward,
@@ -34,6 +35,7 @@ PRESETS: dict[str, type[BaseReward]] = {
     "closing": ClosingReward,
     "hunt": HuntReward,
     "disarmed": DisarmedReward,
+    "edge": EdgeReward,
     "shaped": ShapedReward,
 }
 """Reward presets by name."""

@@ -204,6 +204,32 @@ def test_disarmed_over_a_whole_fight_is_its_potential_at_the_end():
     assert torch.equal(total, last - start)
 
 
+def test_edge_prices_the_outer_band_of_the_arena():
+    obs_before, obs_after, action, done, info = fake_step(n=5)
+    x, y = LAYOUT.index("own.x"), LAYOUT.index("own.y")
+    for obs in (obs_before, obs_after):
+        obs[:, [x, y]] = 0.0
+    obs_after[0, x] = 0.5      # inside the inner 80 %: nothing
+    obs_after[1, y] = -0.9     # halfway into the band: −0.5
+    obs_after[2, x] = 1.3      # past the edge (out): −1, no more
+    obs_before[3, x], obs_after[3, x] = 0.95, 0.85  # back towards the centre: +0.5
+    obs_before[4, y], obs_after[4, x] = 0.9, 0.9    # along the band, y to x: 0
+    r = make_reward("edge", layout=LAYOUT).compute(obs_before, obs_after, action, done, info)
+    torch.testing.assert_close(r, torch.tensor([0.0, -0.5, -1.0, 0.5, 0.0]))
+
+
+def test_edge_over_a_whole_fight_is_its_potential_at_the_end():
+    # Both fly straight at full throttle for up to 280 s: past each other, out of the arena in most.
+    def straight_on(_):
+        actions = torch.zeros(64, 2, 3, dtype=torch.int64)
+        actions[:, :, 0], actions[:, :, 1] = 1, 2
+        return actions
+
+    start, total, last, _ = _potential_over_a_fight("edge", 6, 560, straight_on)
+    assert bool((start == 0).all()) and bool((last == -1).any()) and bool((last == 0).any())
+    torch.testing.assert_close(total, last - start)
+
+
 def test_shaped_is_outcome_plus_its_documented_dense_terms():
     obs_before, obs_after, action, done, info = fake_step()
     cfg = ShapedConfig()
