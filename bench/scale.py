@@ -33,6 +33,13 @@ order, ``--repeats`` times each, and the medians are reported.
     python bench/scale.py            # 2 x 327,680 agent-steps per size
     python bench/scale.py --quick    # 16,384 agent-steps per run, once per size
     python bench/scale.py --opponent league   # the league's exchange at every update too
+    python bench/scale.py --gradient-sync off # a ceiling: ranks skip the gradient all-reduce
+
+``--gradient-sync off`` is a measurement, not a way to train: every rank of the 2-rank job
+skips the learner's gradient all-reduce (:meth:`learner.distributed.GradientAllReducer.all_reduce`
+made a no-op in the rank's process; the update's other collectives stay), so the ranks' weights
+drift apart, and the job shows what two ranks would do if the gradients' communication were
+free: the most that any cheaper gradient exchange could win back.
 
 The last line is ``RESULT key=value ...``.
 """
@@ -108,13 +115,16 @@ def _pin(pin: str) -> int:
     return local_rank
 
 
-def rank_main(out_dir: Path, flags: list[str], pin: str) -> None:
-    """One rank of a job: confine it to its cores, run the launcher, write this rank's figures."""
+def rank_main(out_dir: Path, flags: list[str], pin: str, gradient_sync: bool = True) -> None:
+    """One rank of a job: confine it to its cores, run the launcher, write this rank's figures
+    (``gradient_sync`` False: the gradient all-reduce skipped, see the module docstring)."""
     local_rank = _pin(pin)
     import torch
 
     torch.set_num_threads(1)
-    from learner.distributed import GRADIENT_ALL_REDUCE
+    from learner.distributed import GRADIENT_ALL_REDUCE, GradientAllReducer
+    if not gradient_sync:
+        GradientAllReducer.all_reduce = lambda self: None  # type: ignore[method-assign]
     from pipeline.config import resolve
     from pipeline.config.flags import parse_config
     from pipeline.launch import run
@@ -140,11 +150,13 @@ def _job_flags(total_steps: int, envs: int, opponent: str, run_dir: Path, proces
 
 
 def measure(ranks: int, total_steps: int, envs: int, opponent: str, work_dir: Path, pin: str,
-            processes: str, sched: str = "idle", compiled: bool = False) -> JobFigures:
+            processes: str, sched: str = "idle", compiled: bool = False,
+            gradient_sync: bool = True) -> JobFigures:
     """One job of ``ranks`` ranks through ``torch.distributed.run``, ``total_steps`` agent-steps."""
     work_dir.mkdir(parents=True)
     flags = _job_flags(total_steps, envs, opponent, work_dir / "run", processes, sched, compiled)
-    _torchrun(ranks, ["--pin", pin, "--rank-out", str(work_dir), "--", *flags])
+    _torchrun(ranks, ["--pin", pin, "--gradient-sync", "on" if gradient_sync else "off",
+                      "--rank-out", str(work_dir), "--", *flags])
     return _figures(ranks, [work_dir / f"rank{r}.json" for r in range(ranks)], total_steps)
 
 
@@ -246,6 +258,9 @@ def main(argv: list[str] | None = None) -> None:
                         "every job (a launcher run turns them on from 1M agent-steps)")
     p.add_argument("--pin", type=_pin_choice, default="rank",
                    help="rank: each rank on a core of its own (the default); job: a job of R ranks shares cores 0..R-1")
+    p.add_argument("--gradient-sync", choices=("on", "off"), default="on",
+                   help="off: the 2-rank job's ranks skip the gradient all-reduce (a ceiling, not training: "
+                        "their weights drift apart)")
     p.add_argument("--rank-out", type=Path, default=None, help=argparse.SUPPRESS)
     p.add_argument("--probe-out", type=Path, default=None, help=argparse.SUPPRESS)
     p.add_argument("--probe-elements", type=int, default=0, help=argparse.SUPPRESS)
@@ -253,7 +268,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("rank_flags", nargs="*", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.rank_out is not None:
-        rank_main(args.rank_out, args.rank_flags, args.pin)
+        rank_main(args.rank_out, args.rank_flags, args.pin, args.gradient_sync == "on")
         return
     if args.probe_out is not None:
         probe_main(args.probe_out, args.probe_elements, args.probe_calls, args.pin)
@@ -265,6 +280,7 @@ def main(argv: list[str] | None = None) -> None:
     runs: dict[int | str, list[JobFigures]] = {1: [], "pair": [], 2: []}
     order: list[int | str] = [1, "pair", 2]
     bare_ms: float | None = None
+    sync = args.gradient_sync == "on"
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(repeats):
             for kind in order[r % 3:] + order[:r % 3]:  # rotate: no job always runs warmer
@@ -274,9 +290,9 @@ def main(argv: list[str] | None = None) -> None:
                                      args.actor_sched, args.compile == "on")
                 else:
                     m = measure(int(kind), total, args.envs_per_actor, args.opponent, work, args.pin,
-                                args.actor_processes, args.actor_sched, args.compile == "on")
+                                args.actor_processes, args.actor_sched, args.compile == "on", sync)
                 runs[kind].append(m)
-                if kind == 2 and bare_ms is None:
+                if kind == 2 and bare_ms is None and sync:
                     bare_ms = measure_bare(m.all_reduce_elements, Path(tmp) / "bare", args.pin)
                 label = "2 x 1 rank side by side" if kind == "pair" else f"{kind} rank(s)"
                 print(f"{label} run {r}: {m.agent_steps_per_s:,.0f} agent-steps/s, learner "
@@ -291,22 +307,27 @@ def main(argv: list[str] | None = None) -> None:
     pair_of_one = med["pair"] / (2 * med[1])
     to_pair = med[2] / med["pair"]
     print(f"device cpu ({cpu_name()}), one torch thread per rank, pinned by {args.pin}, actor processes "
-          f"{args.actor_processes} ({args.actor_sched} class), actor step compiled {args.compile}, 1 actor x {args.envs_per_actor} envs, "
+          f"{args.actor_processes} ({args.actor_sched} class), actor step compiled {args.compile}, gradient "
+          f"all-reduce {args.gradient_sync}, 1 actor x {args.envs_per_actor} envs, "
           f"{total:,} agent-steps per job, median of {repeats}")
-    assert bare_ms is not None
-    print(f"gradient all-reduce: {runs[2][0].all_reduce_elements:,} float32, {ms:.2f} ms per call in the run "
-          f"(waiting for the other rank included), {share:.1%} of update time; bare (ranks in step) "
-          f"{bare_ms:.3f} ms")
+    if sync:
+        assert bare_ms is not None
+        print(f"gradient all-reduce: {runs[2][0].all_reduce_elements:,} float32, {ms:.2f} ms per call in the run "
+              f"(waiting for the other rank included), {share:.1%} of update time; bare (ranks in step) "
+              f"{bare_ms:.3f} ms")
+    else:
+        print("gradient all-reduce: skipped by every rank (--gradient-sync off: the ranks' weights drifted apart)")
     print(f"ratio (2-rank agent-steps/s over twice the 1-rank figure) {ratio:.3f}; target 0.9")
     print(f"two independent 1-rank jobs side by side do {pair_of_one:.3f} of twice one job alone (the host's "
           f"two busy cores); the 2-rank job does {to_pair:.3f} of the pair (its collectives and lockstep)")
     import torch
 
-    print(f"RESULT device=cpu cores=2 torch={torch.__version__} opponent={args.opponent} actor_processes={args.actor_processes} actor_sched={args.actor_sched} compile={args.compile} pin={args.pin} total_steps={total} repeats={repeats} "
+    print(f"RESULT device=cpu cores=2 torch={torch.__version__} opponent={args.opponent} actor_processes={args.actor_processes} actor_sched={args.actor_sched} compile={args.compile} gradient_sync={args.gradient_sync} pin={args.pin} total_steps={total} repeats={repeats} "
           f"ranks1_agent_steps_per_s={med[1]:.0f} ranks2_agent_steps_per_s={med[2]:.0f} ratio={ratio:.3f} "
           f"pair_agent_steps_per_s={med['pair']:.0f} pair_ratio={pair_of_one:.3f} ratio_to_pair={to_pair:.3f} "
           f"ranks1_learner_samples_per_s={learner[1]:.0f} ranks2_learner_samples_per_s={learner[2]:.0f} "
-          f"allreduce_ms={ms:.3f} allreduce_share={share:.4f} allreduce_bare_ms={bare_ms:.3f} "
+          f"allreduce_ms={ms:.3f} allreduce_share={share:.4f} "
+          f"allreduce_bare_ms={float('nan') if bare_ms is None else bare_ms:.3f} "
           f"gradient_floats={runs[2][0].all_reduce_elements} load={_load().replace(' ', ',')}")
 
 

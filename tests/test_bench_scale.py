@@ -37,3 +37,17 @@ def test_quick_scale_runs_both_sizes_and_times_the_all_reduce():
     assert float(fields["allreduce_ms"]) > 0 and float(fields["allreduce_bare_ms"]) > 0
     assert 0 < float(fields["allreduce_share"]) < 1
     assert re.search(r"^2 rank\(s\) run 0: .* gradient all-reduce [\d.]+ ms", done.stdout, re.M)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="a core per rank: needs 2 cores")
+def test_gradient_sync_off_measures_the_two_rank_job_without_its_gradient_all_reduce():
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "scale.py"), "--quick", "--gradient-sync", "off"],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)  # a hang guard only
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    fields = dict(kv.split("=", 1) for kv in done.stdout.strip().splitlines()[-1].split()[1:])
+    assert fields["gradient_sync"] == "off"
+    # No rank called the gradient all-reduce, and the job still trained its whole budget.
+    assert int(fields["gradient_floats"]) == 0 and float(fields["allreduce_ms"]) == 0
+    assert float(fields["ranks2_agent_steps_per_s"]) > 0
+    assert "gradient all-reduce: skipped by every rank" in done.stdout
