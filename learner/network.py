@@ -142,8 +142,12 @@ class ActorCritic(nn.Module):
         log_prob = (-0.5 * z * z - log_std - _LOG_SQRT_2PI).sum(-1)
         per_dim = 0.5 + _LOG_SQRT_2PI + log_std
         if entropy_weights:
-            per_dim = per_dim * torch.tensor(entropy_weights, dtype=per_dim.dtype, device=per_dim.device)
-        entropy = per_dim.sum().expand(head.shape[0])
+            # Scalar weights, one product each: no host-to-device copy of a weight tensor per
+            # minibatch.
+            total = sum(per_dim[i] * w for i, w in enumerate(entropy_weights) if w != 0.0)
+            entropy = (total if isinstance(total, Tensor) else per_dim.new_zeros(())).expand(head.shape[0])
+        else:
+            entropy = per_dim.sum().expand(head.shape[0])
         return log_prob, entropy
 
     def draw_noise(self, batch: int, generator: torch.Generator | None = None,

@@ -92,6 +92,16 @@ def test_entropy_weights_scale_each_heads_share_of_the_entropy():
     _, full, _ = box.evaluate(obs, torch.zeros(64, 2))
     _, half, _ = box.evaluate(obs, torch.zeros(64, 2), (0.5, 0.5))
     torch.testing.assert_close(half, 0.5 * full)
+    with torch.no_grad():
+        box.log_std.copy_(torch.tensor([-0.5, 0.3]))
+    gaussian = torch.distributions.Normal(torch.zeros(2), box.log_std.detach().exp()).entropy()
+    _, first, _ = box.evaluate(obs, torch.zeros(64, 2), (1.0, 0.0))  # the second dimension left out
+    torch.testing.assert_close(first, gaussian[0].expand(64))
+    _, none, _ = box.evaluate(obs, torch.zeros(64, 2), (0.0, 0.0))
+    torch.testing.assert_close(none, torch.zeros(64))
+    _, second, _ = box.evaluate(obs, torch.zeros(64, 2), (0.0, 2.0))
+    second.mean().backward()  # the bonus still trains the weighted dimension's spread
+    assert box.log_std.grad is not None and box.log_std.grad.tolist() == pytest.approx([0.0, 2.0])
 
 
 def test_gumbel_sampling_follows_skewed_logits():
