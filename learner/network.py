@@ -45,10 +45,21 @@ class ActorCritic(nn.Module):
     normalized by :attr:`obs_norm` (running statistics, saved in ``state_dict()``) before both
     MLPs. Orthogonal initialization: gain √2 in hidden layers, 0.01 on the policy output, 1 on
     the value output.
+
+    ``mirror`` makes the network equivariant under a symmetry of the task, exactly and whatever
+    its weights: ``{"obs_sign": [±1] * obs_dim, "perm": [...], "sign": [±1] * num_logits}``
+    says that the mirror image of observation ``o`` is ``o * obs_sign`` and that of a head
+    output ``h`` is ``h[perm] * sign``. Both MLPs then see each observation and its mirror image
+    (one batch of twice the rows), and the head is the mean of the one and the mirrored other
+    (``½ (h(o) + M h(o * obs_sign))``), the value the mean of both values: the policy acts in the
+    mirrored fight as the mirror image of how it acts in the fight, so every sample teaches
+    both sides. For the air-combat sim: :attr:`sim.layout.ObsLayout.mirror_signs` and
+    :meth:`learner.spaces.ActionSpec.sim_mirror` (``ppo.mirror``).
     """
 
     def __init__(self, obs_dim: int, action_spec: ActionSpec, hidden_sizes: tuple[int, ...] = (256, 256),
-                 activation: str = "tanh", normalize_obs: bool = True, obs_norm_clip: float = 10.0) -> None:
+                 activation: str = "tanh", normalize_obs: bool = True, obs_norm_clip: float = 10.0,
+                 mirror: dict[str, list[Any]] | None = None) -> None:
         super().__init__()
         if isinstance(obs_dim, bool) or not isinstance(obs_dim, int) or obs_dim < 1:
             raise ValueError(f"obs_dim must be a positive int, got {obs_dim!r}")
@@ -69,14 +80,43 @@ class ActorCritic(nn.Module):
         else:
             self.log_std = nn.Parameter(torch.zeros(action_spec.dim))
         self._splits = list(action_spec.nvec)
+        self.mirror = self._check_mirror(mirror, obs_dim, action_spec.num_logits)
+        if self.mirror is not None:
+            # Not saved in state_dict (they follow from the constructor's ``mirror``).
+            self.register_buffer("mirror_obs_sign", torch.tensor(self.mirror["obs_sign"]), persistent=False)
+            self.register_buffer("mirror_perm", torch.tensor(self.mirror["perm"], dtype=torch.int64),
+                                 persistent=False)
+            self.register_buffer("mirror_head_sign", torch.tensor(self.mirror["sign"]), persistent=False)
         # Filled in by learner.checkpoint.load_policy: the observation layout metadata and the
         # policy version the loaded weights were saved with (None / 0 for a fresh network).
         self.obs_layout: dict[str, Any] | None = None
         self.policy_version = 0
 
+    @staticmethod
+    def _check_mirror(mirror: dict[str, list[Any]] | None, obs_dim: int,
+                      num_logits: int) -> dict[str, list[Any]] | None:
+        """``mirror`` as plain lists, checked: signs of ±1 of the right lengths and a head map
+        that is its own inverse (mirroring twice gives back the original)."""
+        if mirror is None:
+            return None
+        if not isinstance(mirror, dict) or set(mirror) != {"obs_sign", "perm", "sign"}:
+            raise ValueError(f"mirror must be a dict with keys obs_sign, perm and sign, got {mirror!r}")
+        obs_sign = [float(v) for v in mirror["obs_sign"]]
+        perm = [int(v) for v in mirror["perm"]]
+        sign = [float(v) for v in mirror["sign"]]
+        if len(obs_sign) != obs_dim or any(v not in (-1.0, 1.0) for v in obs_sign):
+            raise ValueError(f"mirror['obs_sign'] must hold {obs_dim} values of +1 or -1")
+        if len(sign) != num_logits or any(v not in (-1.0, 1.0) for v in sign):
+            raise ValueError(f"mirror['sign'] must hold {num_logits} values of +1 or -1")
+        if sorted(perm) != list(range(num_logits)):
+            raise ValueError(f"mirror['perm'] must be a permutation of 0..{num_logits - 1}, got {perm}")
+        if any(perm[perm[i]] != i or sign[i] != sign[perm[i]] for i in range(num_logits)):
+            raise ValueError(f"mirror's head map (perm {perm}, sign {sign}) is not its own inverse")
+        return {"obs_sign": obs_sign, "perm": perm, "sign": sign}
+
     def init_kwargs(self) -> dict[str, Any]:
         """Constructor arguments (plain types), enough to rebuild this network from a checkpoint."""
-        return {
+        kwargs: dict[str, Any] = {
             "obs_dim": self.obs_dim,
             "action_spec": self.action_spec.to_dict(),
             "hidden_sizes": list(self.hidden_sizes),
@@ -84,6 +124,9 @@ class ActorCritic(nn.Module):
             "normalize_obs": self.normalize_obs,
             "obs_norm_clip": self.obs_norm.clip,
         }
+        if self.mirror is not None:
+            kwargs["mirror"] = {k: list(v) for k, v in self.mirror.items()}
+        return kwargs
 
     @classmethod
     def from_init_kwargs(cls, kwargs: dict[str, Any]) -> ActorCritic:
@@ -118,8 +161,15 @@ class ActorCritic(nn.Module):
     def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
         """Raw head outputs for ``obs [B, D]``: (logits or means ``[B, num_logits]`` in float32,
         value ``[B]`` in float32)."""
-        x = self._features(self._check_obs(obs))
-        return self.actor(x).float(), self.critic(x).squeeze(-1).float()
+        obs = self._check_obs(obs)
+        if self.mirror is None:
+            x = self._features(obs)
+            return self.actor(x).float(), self.critic(x).squeeze(-1).float()
+        n = obs.shape[0]
+        x = self._features(torch.cat([obs, obs * self.mirror_obs_sign.to(obs.dtype)]))
+        head, value = self.actor(x).float(), self.critic(x).squeeze(-1).float()
+        mirrored = head[n:].index_select(1, self.mirror_perm) * self.mirror_head_sign
+        return 0.5 * (head[:n] + mirrored), 0.5 * (value[:n] + value[n:])
 
     def _log_prob_entropy(self, head: Tensor, actions: Tensor,
                           entropy_weights: tuple[float, ...] = ()) -> tuple[Tensor, Tensor]:
@@ -216,6 +266,8 @@ class ActorCritic(nn.Module):
     @torch.no_grad()
     def get_value(self, obs: Tensor) -> Tensor:
         """State value of ``obs [B, D]`` as ``[B]``."""
+        if self.mirror is not None:
+            return self.forward(obs)[1]
         x = self._features(self._check_obs(obs))
         return self.critic(x).squeeze(-1).float()
 

@@ -69,7 +69,8 @@ class PPOLearner:
     """
 
     def __init__(self, config: PPOConfig, obs_dim: int, action_spec: ActionSpec,
-                 device: torch.device | str = "cpu", obs_layout: dict[str, Any] | None = None) -> None:
+                 device: torch.device | str = "cpu", obs_layout: dict[str, Any] | None = None,
+                 mirror: dict[str, list[Any]] | None = None) -> None:
         if not isinstance(config, PPOConfig):
             raise ValueError(f"config must be a PPOConfig, got {type(config).__name__}")
         if obs_layout is not None and not isinstance(obs_layout, dict):
@@ -83,8 +84,11 @@ class PPOLearner:
         # Seeded initialization without disturbing the caller's global RNG stream.
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(config.seed)
+            if config.mirror and mirror is None:
+                raise ValueError("ppo.mirror needs the env's mirror image (mirror=...)")
             policy = ActorCritic(obs_dim, action_spec, config.hidden_sizes, config.activation,
-                                 config.normalize_obs, config.obs_norm_clip)
+                                 config.normalize_obs, config.obs_norm_clip,
+                                 mirror if config.mirror else None)
             if config.policy_bias:
                 policy.set_policy_bias(config.policy_bias)
         if config.entropy_weights and len(config.entropy_weights) != action_spec.dim:

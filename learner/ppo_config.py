@@ -76,6 +76,11 @@ class PPOConfig:
     """Keep running observation statistics and feed the network normalized observations."""
     obs_norm_clip: float = 10.0
     """Normalized observations are clipped to ± this."""
+    mirror: bool = False
+    """A policy and value equivariant under the task's mirror image (the air-combat sim's
+    arena reflected, left and right exchanged: :class:`learner.network.ActorCritic`'s
+    ``mirror``), so each sample teaches both sides of a fight; the env must say what its
+    mirror image is (the sim does; a Gymnasium env is refused)."""
     update_obs_norm: bool = True
     """Update the observation statistics from each batch at the start of :meth:`update`."""
     bf16: bool = False

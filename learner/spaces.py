@@ -79,6 +79,21 @@ class ActionSpec:
             return cls("continuous", low=(-1.0, 0.0, 0.0), high=(1.0, 1.0, 1.0))
         raise ValueError(f"sim_config.action_mode must be 'discrete' or 'continuous', got {mode!r}")
 
+    @staticmethod
+    def sim_mirror(spec: ActionSpec) -> dict[str, list[Any]]:
+        """How the sim's policy head maps under the arena's mirror image (the rudder reverses;
+        throttle and fire keep): ``perm`` (output ``i`` of the mirrored head is output
+        ``perm[i]`` of the head) and ``sign`` (then multiplied by ``sign[i]``), for
+        :class:`learner.network.ActorCritic`'s ``mirror``. Discrete: rudder choices {−1, 0, +1}
+        in reverse order; continuous: the rudder mean negated."""
+        if spec.is_discrete:
+            if tuple(spec.nvec) != (3, 3, 2):
+                raise ValueError(f"not the sim's discrete action spec: nvec {spec.nvec}")
+            return {"perm": [2, 1, 0, 3, 4, 5, 6, 7], "sign": [1.0] * 8}
+        if spec.dim != 3:
+            raise ValueError(f"not the sim's continuous action spec: {spec.dim} components")
+        return {"perm": [0, 1, 2], "sign": [-1.0, 1.0, 1.0]}
+
     @classmethod
     def from_gym(cls, space: Any) -> ActionSpec:
         """The spec of a Gymnasium ``Discrete``, ``MultiDiscrete`` or 1-D ``Box`` space."""

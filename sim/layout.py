@@ -103,6 +103,15 @@ class ObsLayout:
         return len(self.names)
 
     @functools.cached_property
+    def mirror_signs(self) -> tuple[float, ...]:
+        """Each component's sign under the arena's mirror image (the world's y → −y, a symmetry
+        of the square arena and of every rule): −1 for what changes side, the world y and
+        heading sine, the rudder and every body-frame sine (the body frame's y axis points
+        left), +1 for the rest. The mirrored fight of a fight observes ``obs * signs``."""
+        flips = {"own.y", "own.rudder"}
+        return tuple(-1.0 if name in flips or name.endswith("_sin") else 1.0 for name in self.names)
+
+    @functools.cached_property
     def _offsets(self) -> dict[str, int]:
         return {name: i for i, name in enumerate(self.names)}
 

@@ -54,13 +54,16 @@ def sim_observations(sim: SimConfig, red: str, blue: str, num_envs: int, steps: 
     return torch.cat(seen).reshape(-1, layout.size)
 
 
-def sim_checkpoint(directory: Path, sim: SimConfig, agent_steps: int = 4096) -> Path:
+def sim_checkpoint(directory: Path, sim: SimConfig, agent_steps: int = 4096, mirror: bool = False) -> Path:
     """A checkpoint of a sim policy with normalization statistics from real fights (scripted
-    ``shooter`` against ``crank``), its choices spread out; returns the checkpoints folder."""
+    ``shooter`` against ``crank``), its choices spread out (``mirror``: equivariant under the
+    arena's mirror image, ``ppo.mirror``); returns the checkpoints folder."""
     torch.manual_seed(0)
     layout = ObsLayout.from_config(sim)
-    learner = PPOLearner(PPOConfig(hidden_sizes=(32, 32)), layout.size, ActionSpec.for_sim(sim),
-                         obs_layout=layout.metadata())
+    spec = ActionSpec.for_sim(sim)
+    maps = {"obs_sign": list(layout.mirror_signs), **ActionSpec.sim_mirror(spec)} if mirror else None
+    learner = PPOLearner(PPOConfig(hidden_sizes=(32, 32), mirror=mirror), layout.size, spec,
+                         obs_layout=layout.metadata(), mirror=maps)
     learner.policy.update_obs_norm(sim_observations(sim, "shooter", "crank", 8, 30, seed=11))
     _sharpen(learner)
     learner.policy_version = 7

@@ -301,6 +301,10 @@ def test_the_findings_own_cases(tmp_path):
         ({"ppo": {"entropy_weights": [1, 1, -0.5]}}, "ppo: entropy_weights[2] must be in [0, 1000], got -0.5"),
         ({"actors": {"env_kwargs": {"g": 9.8}}}, "actors.env_kwargs (--env-kwargs) applies to a Gymnasium env only"),
         ({"run": {"run_dir": "a\x00b"}}, "run.run_dir must not hold control characters"),
+        ({"actors": {"env": "gym:CartPole-v1"}, "ppo": {"mirror": True}},
+         "ppo.mirror needs an env that says what its mirror image is (the air-combat sim does); "
+         "gym:CartPole-v1 does not"),
+        ({"ppo": {"mirror": "yes"}}, "ppo: mirror must be true or false, got 'yes' (a string)"),
     ]
     for data, message in cases:
         with pytest.raises(ConfigError) as exc:

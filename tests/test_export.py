@@ -49,8 +49,12 @@ class Checkpoints(dict[str, Path]):
 
     def __missing__(self, kind: str) -> Path:
         where = self.base / kind
-        made = (gym_checkpoint(where) if kind == "cartpole"
-                else sim_checkpoint(where, SimConfig(action_mode=kind)))
+        if kind == "cartpole":
+            made = gym_checkpoint(where)
+        elif kind == "mirrored":
+            made = sim_checkpoint(where, SimConfig(), mirror=True)
+        else:
+            made = sim_checkpoint(where, SimConfig(action_mode=kind))
         self[kind] = made
         return made
 
@@ -98,6 +102,20 @@ def test_a_sim_policy_exported_acts_as_the_pytorch_policy(checkpoints, tmp_path,
         assert (raw_actions(policy, obs) - expected).abs().mean() > 0.1
     normalized = (obs - policy.obs_norm.mean) * torch.rsqrt(policy.obs_norm.var + policy.obs_norm.eps)
     assert (normalized.abs() > policy.obs_norm.clip).any(-1).float().mean() > 0.1
+
+
+def test_a_mirrored_sim_policy_exported_acts_as_the_pytorch_policy(checkpoints, tmp_path):
+    onnx, script = _export(checkpoints["mirrored"], tmp_path)
+    obs = fly_sim_policy(checkpoints["mirrored"], SimConfig())
+    policy = load_policy(checkpoints["mirrored"])
+    assert policy.mirror is not None
+    for action, second in _outputs_of_both(onnx, script, obs):
+        assert_acts_as(policy, obs, action, second)
+    # The mirror matters on these observations: the head alone would act otherwise.
+    with torch.no_grad():
+        rudder_alone = policy.actor(policy._features(obs)).float()[:, :3].argmax(-1)
+    expected, _, _ = policy.act(obs, deterministic=True)
+    assert (rudder_alone != expected[:, 0]).float().mean() > 0.05
 
 
 @pytest.mark.parametrize(("env_id", "ppo"), [

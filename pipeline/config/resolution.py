@@ -197,6 +197,9 @@ def resolve(data: dict[str, Any], device: str | None = None) -> PipelineConfig:
         if len(ppo.policy_bias) != head:
             raise ConfigError(f"ppo.policy_bias has {len(ppo.policy_bias)} values but the policy head has "
                               f"{head} outputs (the sim's {config.sim.action_mode} actions; [] means zeros)")
+    if env != "midrange" and ppo.mirror:
+        raise ConfigError(f"ppo.mirror needs an env that says what its mirror image is (the air-combat "
+                          f"sim does); {env} does not")
     if env == "midrange" and ppo.entropy_weights:
         components = ActionSpec.for_sim(config.sim).dim
         if len(ppo.entropy_weights) != components:

@@ -25,7 +25,9 @@ class ExportedPolicy(nn.Module):
     The normalization is the one :class:`learner.normalization.RunningObsNorm` applies, with its
     statistics frozen as constants: ``(obs - mean) * rsqrt(var + eps)``, clipped to ``± clip``
     (the factor computed once here, by the same operation the policy computes it with). Then
-    the policy head. Returns two tensors:
+    the policy head; for a mirrored policy (``ppo.mirror``) the head of the observation and of
+    its mirror image, combined as :meth:`learner.ActorCritic.forward` combines them. Returns two
+    tensors:
 
     - discrete kinds: the action ``[N, A]`` int64 (each component's most likely choice, the first
       one on a tie, as :meth:`learner.ActorCritic.act` takes it) and the logits
@@ -43,6 +45,10 @@ class ExportedPolicy(nn.Module):
     clip: float
     discrete: bool
     splits: list[int]
+    mirrored: bool
+    mirror_obs_sign: Tensor
+    mirror_perm: Tensor
+    mirror_head_sign: Tensor
 
     def __init__(self, policy: ActorCritic) -> None:
         super().__init__()
@@ -59,15 +65,26 @@ class ExportedPolicy(nn.Module):
         self.clip = norm.clip
         self.discrete = policy.action_spec.is_discrete
         self.splits = list(policy.action_spec.nvec)
+        self.mirrored = policy.mirror is not None
+        mirror = policy.mirror or {"obs_sign": [], "perm": [], "sign": []}
+        self.register_buffer("mirror_obs_sign", torch.tensor(mirror["obs_sign"], dtype=torch.float32))
+        self.register_buffer("mirror_perm", torch.tensor(mirror["perm"], dtype=torch.int64))
+        self.register_buffer("mirror_head_sign", torch.tensor(mirror["sign"], dtype=torch.float32))
         self.actor = copy.deepcopy(policy.actor).cpu().eval()
         for p in self.actor.parameters():
             p.requires_grad_(False)
 
-    def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
+    def _head(self, obs: Tensor) -> Tensor:
         x = obs
         if self.normalize:
             x = ((obs - self.obs_mean) * self.obs_scale).clamp(-self.clip, self.clip)
-        head = self.actor(x).float()
+        return self.actor(x).float()
+
+    def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
+        head = self._head(obs)
+        if self.mirrored:
+            mirrored = self._head(obs * self.mirror_obs_sign).index_select(1, self.mirror_perm)
+            head = 0.5 * (head + mirrored * self.mirror_head_sign)
         if self.discrete:
             parts = [logits.argmax(-1) for logits in head.split(self.splits, dim=-1)]
             return torch.stack(parts, dim=-1), head

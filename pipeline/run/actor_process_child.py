@@ -28,7 +28,7 @@ from learner import ActionSpec, ActorCritic
 from pipeline.config import PipelineConfig
 from pipeline.league.matchmaking import LATEST, POLICY, League, copy_weights
 from pipeline.run.actor_messages import results_to_msg, tensor_from_msg
-from pipeline.run.sim_actors import make_sim_actor
+from pipeline.run.sim_actors import make_sim_actor, sim_mirror
 from pipeline.transport.weights import WeightPublisher
 from sim import ObsLayout
 
@@ -62,7 +62,7 @@ def _serve(config: PipelineConfig, actor_id: int, seed: int, blocks: list[torch.
 
         def make_policy() -> ActorCritic:
             return ActorCritic(layout.size, action_spec, ppo.hidden_sizes, ppo.activation,
-                               ppo.normalize_obs, ppo.obs_norm_clip)
+                               ppo.normalize_obs, ppo.obs_norm_clip, sim_mirror(config))
 
         policy = make_policy().eval()
         for p in policy.parameters():

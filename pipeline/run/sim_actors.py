@@ -4,12 +4,14 @@ opponent and reward. Used in the main process and in actor processes
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from actors.sim_actor import SimActor
 from agents.base import BaseAgent
 from agents.scripted import ScriptedAgent
-from learner import ActorCritic
+from learner import ActionSpec, ActorCritic
 from pipeline.config import ConfigError, PipelineConfig
 from pipeline.config.specs import build_agent, make_reward
 from pipeline.league.matchmaking import League
@@ -60,3 +62,12 @@ def make_opponent_and_reward(cfg: PipelineConfig, layout: ObsLayout, device: tor
         raise ConfigError(f"building the opponent {cfg.actors.opponent!r} or the reward "
                           f"{cfg.actors.reward!r} raised {type(exc).__name__}: {exc}") from None
     return opponent, reward
+
+
+def sim_mirror(config: PipelineConfig) -> dict[str, list[Any]] | None:
+    """The air-combat policy's mirror maps (``ppo.mirror``; see ``learner.network.ActorCritic``),
+    or None without it."""
+    if not config.ppo.mirror:
+        return None
+    spec = ActionSpec.for_sim(config.sim)
+    return {"obs_sign": list(ObsLayout.from_config(config.sim).mirror_signs), **ActionSpec.sim_mirror(spec)}
