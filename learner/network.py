@@ -57,6 +57,10 @@ class ActorCritic(nn.Module):
     :meth:`learner.spaces.ActionSpec.sim_mirror` (``ppo.mirror``).
     """
 
+    mirror_obs_sign: Tensor
+    mirror_perm: Tensor
+    mirror_head_sign: Tensor
+
     def __init__(self, obs_dim: int, action_spec: ActionSpec, hidden_sizes: tuple[int, ...] = (256, 256),
                  activation: str = "tanh", normalize_obs: bool = True, obs_norm_clip: float = 10.0,
                  mirror: dict[str, list[Any]] | None = None) -> None:
