@@ -198,8 +198,8 @@ class ActorCritic(nn.Module):
         if entropy_weights:
             # Scalar weights, one product each: no host-to-device copy of a weight tensor per
             # minibatch.
-            total = sum(per_dim[i] * w for i, w in enumerate(entropy_weights) if w != 0.0)
-            entropy = (total if isinstance(total, Tensor) else per_dim.new_zeros(())).expand(head.shape[0])
+            total = sum((per_dim[i] * w for i, w in enumerate(entropy_weights) if w != 0.0), per_dim.new_zeros(()))
+            entropy = total.expand(head.shape[0])
         else:
             entropy = per_dim.sum().expand(head.shape[0])
         return log_prob, entropy

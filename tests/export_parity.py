@@ -15,6 +15,7 @@ from learner import ActionSpec, PPOConfig, PPOLearner
 from learner.checkpoint import load_policy, save_checkpoint
 from learner.network import ActorCritic
 from pipeline.config.specs import build_agent, load_checkpoint_agent
+from pipeline.run.sim_actors import sim_mirror
 from sim import BatchedSim, SimConfig
 from sim.layout import ObsLayout
 
@@ -61,9 +62,8 @@ def sim_checkpoint(directory: Path, sim: SimConfig, agent_steps: int = 4096, mir
     torch.manual_seed(0)
     layout = ObsLayout.from_config(sim)
     spec = ActionSpec.for_sim(sim)
-    maps = {"obs_sign": list(layout.mirror_signs), **ActionSpec.sim_mirror(spec)} if mirror else None
     learner = PPOLearner(PPOConfig(hidden_sizes=(32, 32), mirror=mirror), layout.size, spec,
-                         obs_layout=layout.metadata(), mirror=maps)
+                         obs_layout=layout.metadata(), mirror=sim_mirror(sim) if mirror else None)
     learner.policy.update_obs_norm(sim_observations(sim, "shooter", "crank", 8, 30, seed=11))
     _sharpen(learner)
     learner.policy_version = 7

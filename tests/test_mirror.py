@@ -9,16 +9,12 @@ import torch
 
 from learner import ActionSpec, ActorCritic, PPOConfig, PPOLearner
 from learner.checkpoint import load_policy, save_checkpoint
+from pipeline.run.sim_actors import sim_mirror
 from sim import BatchedSim, SimConfig
 from sim.layout import ObsLayout
 
 MIRRORED_STATE = ("f_py", "f_vy", "f_rudder", "m_py", "m_vy", "m_rudder")
 """What the world's y → −y changes in the sim's state: the y coordinates and the rudders."""
-
-
-def _maps(sim: SimConfig) -> dict:
-    return {"obs_sign": list(ObsLayout.from_config(sim).mirror_signs),
-            **ActionSpec.sim_mirror(ActionSpec.for_sim(sim))}
 
 
 @pytest.mark.parametrize("backend", ["torch", "native"])
@@ -59,7 +55,7 @@ def test_the_mirrored_fight_observes_the_mirror_image_of_the_fight(backend: str)
 def test_a_mirrored_network_is_equivariant_whatever_its_weights(mode: str) -> None:
     sim = SimConfig(action_mode=mode)
     spec = ActionSpec.for_sim(sim)
-    maps = _maps(sim)
+    maps = sim_mirror(sim)
     torch.manual_seed(0)
     net = ActorCritic(ObsLayout.from_config(sim).size, spec, (32, 32), mirror=maps)
     with torch.no_grad():
@@ -102,7 +98,7 @@ def test_the_mirror_travels_with_the_checkpoint(tmp_path) -> None:
     sim = SimConfig()
     layout = ObsLayout.from_config(sim)
     learner = PPOLearner(PPOConfig(hidden_sizes=(16,), mirror=True), layout.size, ActionSpec.for_sim(sim),
-                         obs_layout=layout.metadata(), mirror=_maps(sim))
+                         obs_layout=layout.metadata(), mirror=sim_mirror(sim))
     save_checkpoint(tmp_path, learner, {"agent_steps": 1})
     loaded = load_policy(tmp_path)
     assert loaded.mirror == learner.policy.mirror
@@ -113,7 +109,7 @@ def test_the_mirror_travels_with_the_checkpoint(tmp_path) -> None:
 def test_bad_mirrors_are_refused() -> None:
     sim = SimConfig()
     spec = ActionSpec.for_sim(sim)
-    maps = _maps(sim)
+    maps = sim_mirror(sim)
     with pytest.raises(ValueError, match="needs the env's mirror image"):
         PPOLearner(PPOConfig(mirror=True), 81, spec)
     for bad, match in (

@@ -60,9 +60,11 @@ def _serve(config: PipelineConfig, actor_id: int, seed: int, blocks: list[torch.
         action_spec = ActionSpec.for_sim(config.sim)
         ppo = config.ppo
 
+        mirror = sim_mirror(config.sim) if ppo.mirror else None
+
         def make_policy() -> ActorCritic:
             return ActorCritic(layout.size, action_spec, ppo.hidden_sizes, ppo.activation,
-                               ppo.normalize_obs, ppo.obs_norm_clip, sim_mirror(config))
+                               ppo.normalize_obs, ppo.obs_norm_clip, mirror)
 
         policy = make_policy().eval()
         for p in policy.parameters():

@@ -184,7 +184,7 @@ def build(config: PipelineConfig, metrics: Metrics | None = None, run_dir: Path 
         raise ConfigError(f"ppo.policy_bias has {len(config.ppo.policy_bias)} values but the policy "
                           f"head has {action_spec.num_logits} outputs ({action_spec.kind} {action_spec.nvec or action_spec.dim})")
     learner = PPOLearner(config.ppo, obs_dim, action_spec, device=device, obs_layout=obs_meta,
-                         mirror=sim_mirror(config) if layout is not None else None)
+                         mirror=sim_mirror(config.sim) if config.ppo.mirror and layout is not None else None)
     processes = config.actor_processes
     # Actor processes read the weights from shared memory (a seqlock guards each publication).
     publisher = WeightPublisher(learner.policy, share=processes)

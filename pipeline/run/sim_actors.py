@@ -16,7 +16,7 @@ from pipeline.config import ConfigError, PipelineConfig
 from pipeline.config.specs import build_agent, make_reward
 from pipeline.league.matchmaking import League
 from rewards.base import BaseReward
-from sim import ObsLayout
+from sim import ObsLayout, SimConfig
 
 
 def make_sim_actor(cfg: PipelineConfig, layout: ObsLayout, device: torch.device, actor_id: int,
@@ -64,10 +64,8 @@ def make_opponent_and_reward(cfg: PipelineConfig, layout: ObsLayout, device: tor
     return opponent, reward
 
 
-def sim_mirror(config: PipelineConfig) -> dict[str, list[Any]] | None:
-    """The air-combat policy's mirror maps (``ppo.mirror``; see ``learner.network.ActorCritic``),
-    or None without it."""
-    if not config.ppo.mirror:
-        return None
-    spec = ActionSpec.for_sim(config.sim)
-    return {"obs_sign": list(ObsLayout.from_config(config.sim).mirror_signs), **ActionSpec.sim_mirror(spec)}
+def sim_mirror(sim: SimConfig) -> dict[str, list[Any]]:
+    """The air-combat policy's mirror maps for ``sim``: the observation's signs and the head's
+    map under the arena's mirror image (``ppo.mirror``; see ``learner.network.ActorCritic``)."""
+    return {"obs_sign": list(ObsLayout.from_config(sim).mirror_signs),
+            **ActionSpec.sim_mirror(ActionSpec.for_sim(sim))}
