@@ -146,7 +146,7 @@ class ScriptedAgent(BaseAgent):
 
     def commands(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Rudder {−1, 0, 1}, throttle {0, 0.5, 1} (float ``[N]``) and fire (bool ``[N]``)."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must implement commands()")
 
     def in_reach(self, obs: torch.Tensor, reach_fraction: float, cone_deg: float) -> torch.Tensor:
         """Bool ``[N]``: a launch now is worth it — enemy alive, within ``cone_deg`` off the
