@@ -159,6 +159,12 @@ class ActorCritic(nn.Module):
             obs = obs.to(self.obs_norm.mean.dtype)
         return obs
 
+    def _check_actions(self, obs: Tensor, actions: Tensor) -> None:
+        if actions.dim() != 2 or actions.shape[0] != obs.shape[0] or actions.shape[1] != self.action_spec.dim:
+            raise ValueError(
+                f"actions must have shape ({obs.shape[0]}, {self.action_spec.dim}), got {tuple(actions.shape)}"
+            )
+
     def _features(self, obs: Tensor) -> Tensor:
         return self.obs_norm(obs) if self.normalize_obs else obs
 
@@ -259,13 +265,23 @@ class ActorCritic(nn.Module):
         """Log-probability, entropy and value of given ``actions [B, A]`` at ``obs [B, D]``
         (differentiable), each ``[B]``; the entropy summed over the action components, each
         weighted by ``entropy_weights`` where given (one per component)."""
-        if actions.dim() != 2 or actions.shape[0] != obs.shape[0] or actions.shape[1] != self.action_spec.dim:
-            raise ValueError(
-                f"actions must have shape ({obs.shape[0]}, {self.action_spec.dim}), got {tuple(actions.shape)}"
-            )
+        self._check_actions(obs, actions)
         head, value = self.forward(obs)
         log_prob, entropy = self._log_prob_entropy(head, actions, entropy_weights)
         return log_prob, entropy, value
+
+    def evaluate_with_teacher(self, obs: Tensor, actions: Tensor, teacher_actions: Tensor,
+                              entropy_weights: tuple[float, ...] = ()) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """:meth:`evaluate` and, from the same forward pass, the log-probability ``[B]`` of a
+        teacher's ``teacher_actions [B, A]`` at ``obs`` (differentiable)."""
+        if teacher_actions.shape != actions.shape:
+            raise ValueError(f"teacher_actions must have the shape of actions {tuple(actions.shape)}, "
+                             f"got {tuple(teacher_actions.shape)}")
+        self._check_actions(obs, actions)
+        head, value = self.forward(obs)
+        log_prob, entropy = self._log_prob_entropy(head, actions, entropy_weights)
+        teacher_log_prob, _ = self._log_prob_entropy(head, teacher_actions, (0.0,) * self.action_spec.dim)
+        return log_prob, entropy, value, teacher_log_prob
 
     @torch.no_grad()
     def get_value(self, obs: Tensor) -> Tensor:

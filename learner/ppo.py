@@ -2,7 +2,8 @@
 epochs, gradient clipping, learning-rate annealing and optional V-trace targets.
 
 The update's hot loop keeps every per-minibatch statistic on the device and reads them back
-once at the end (one host synchronization per update, two per epoch with ``target_kl``). Its
+once at the end (one host synchronization per update, two per epoch with ``target_kl``, one
+more while a kickstarting teacher is asked: its actions' range check). Its
 working tensors (advantages, returns, shuffle order, minibatch buffers, the gradient all-reduce
 buffer) are allocated once per batch shape and reused.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +26,14 @@ from learner.network import ActorCritic
 from learner.ppo_config import PPOConfig
 from learner.spaces import ActionSpec
 
-_STAT_NAMES = ("loss_policy", "loss_value", "entropy", "approx_kl", "clip_fraction", "grad_norm")
+_STAT_NAMES = ("loss_policy", "loss_value", "entropy", "approx_kl", "clip_fraction", "grad_norm", "loss_teacher")
+_LOSS_STATS = 5
+"""The statistics the minibatch loss returns first, in ``_STAT_NAMES``' order (then the
+gradient norm, then the teacher's term)."""
+
+Teacher = Callable[[Tensor], Tensor]
+"""A kickstarting teacher: raw observations ``[B, D]`` to actions ``[B, A]`` (int64 indices
+for the discrete kinds, floats for continuous), like the policy's own."""
 
 
 @dataclass
@@ -43,6 +52,9 @@ class _Workspace:
     mb_values: Tensor
     stat_sum: Tensor
     epoch_kl: Tensor
+    mb_teacher: Tensor
+    teacher_actions: Tensor
+    teacher_coef: Tensor
 
 
 class NonFiniteError(RuntimeError):
@@ -66,13 +78,23 @@ class PPOLearner:
     never loaded against a different observation layout. Under an initialized process group the
     parameters are broadcast from rank 0 at construction and gradients are averaged over ranks in
     every minibatch; all ranks must call :meth:`update` with batches of the same shape.
+
+    ``teacher`` (with ``config.teacher_coef > 0``) kickstarts the policy: while its weight lasts,
+    every update asks it for its actions at the batch's observations and adds the weighted
+    negative log-probability the policy gives them to the loss (``loss_teacher`` in the
+    statistics is that mean negative log-probability, 0 once the weight is spent).
     """
 
     def __init__(self, config: PPOConfig, obs_dim: int, action_spec: ActionSpec,
                  device: torch.device | str = "cpu", obs_layout: dict[str, Any] | None = None,
-                 mirror: dict[str, list[Any]] | None = None) -> None:
+                 mirror: dict[str, list[Any]] | None = None, teacher: Teacher | None = None) -> None:
         if not isinstance(config, PPOConfig):
             raise ValueError(f"config must be a PPOConfig, got {type(config).__name__}")
+        if config.teacher_coef > 0 and teacher is None:
+            raise ValueError(f"ppo.teacher_coef is {config.teacher_coef} but no teacher was given (teacher=...)")
+        if teacher is not None and not callable(teacher):
+            raise ValueError(f"teacher must be a function from observations to actions, got {type(teacher).__name__}")
+        self.teacher = teacher
         if obs_layout is not None and not isinstance(obs_layout, dict):
             raise ValueError(f"obs_layout must be a dict (ObsLayout.metadata()) or None, got {type(obs_layout).__name__}")
         if obs_layout is not None and "size" in obs_layout and obs_layout["size"] != obs_dim:
@@ -114,6 +136,15 @@ class PPOLearner:
         frac = max(1.0 - policy_version / self.config.total_updates, 0.0)
         return self.config.learning_rate * frac
 
+    def teacher_coef_at(self, policy_version: int) -> float:
+        """Weight of the teacher's term in the update that produces version ``policy_version + 1``:
+        ``teacher_coef`` falling linearly to 0 at ``teacher_until`` of ``total_updates``."""
+        cfg = self.config
+        if self.teacher is None or cfg.teacher_coef == 0:
+            return 0.0
+        span = cfg.teacher_until * cfg.total_updates
+        return cfg.teacher_coef * max(1.0 - policy_version / span, 0.0)
+
     # ------------------------------------------------------------------ internals
     def _get_workspace(self, batch: RolloutBatch) -> _Workspace:
         t, b, d = batch.obs.shape
@@ -137,6 +168,9 @@ class PPOLearner:
                 mb_log_probs=torch.zeros(m, **f32), mb_advantages=torch.zeros(m, **f32),
                 mb_returns=torch.zeros(m, **f32), mb_values=torch.zeros(m, **f32),
                 stat_sum=torch.zeros(len(_STAT_NAMES), **f32), epoch_kl=torch.zeros((), **f32),
+                mb_teacher=torch.zeros(m, a, device=dev, dtype=batch.actions.dtype),
+                teacher_actions=torch.zeros(n, a, device=dev, dtype=batch.actions.dtype),
+                teacher_coef=torch.zeros((), **f32),
             )
             self._workspace_key = key
         return self._workspace
@@ -147,10 +181,16 @@ class PPOLearner:
         return contextlib.nullcontext()
 
     def _minibatch_loss(self, obs: Tensor, actions: Tensor, old_log_probs: Tensor, advantages: Tensor,
-                        returns: Tensor, old_values: Tensor) -> tuple[Tensor, Tensor]:
+                        returns: Tensor, old_values: Tensor, teacher_actions: Tensor | None = None,
+                        teacher_coef: Tensor | None = None) -> tuple[Tensor, Tensor]:
         cfg = self.config
+        teacher_nll: Tensor | None = None
         with self._autocast():
-            if cfg.entropy_weights:
+            if teacher_actions is not None:
+                new_log_probs, entropy, new_values, teacher_log_probs = self.policy.evaluate_with_teacher(
+                    obs, actions, teacher_actions, cfg.entropy_weights)
+                teacher_nll = -teacher_log_probs.float().mean()
+            elif cfg.entropy_weights:
                 new_log_probs, entropy, new_values = self.policy.evaluate(obs, actions, cfg.entropy_weights)
             else:
                 new_log_probs, entropy, new_values = self.policy.evaluate(obs, actions)
@@ -170,10 +210,13 @@ class PPOLearner:
             v_loss = 0.5 * ((new_values - returns) ** 2).mean()
         ent = entropy.float().mean()
         loss = pg_loss - cfg.entropy_coef * ent + cfg.value_coef * v_loss
+        if teacher_nll is not None and teacher_coef is not None:
+            loss = loss + teacher_coef * teacher_nll
         r = ratio.detach()
         approx_kl = ((r - 1.0) - log_ratio.detach()).mean()
         clip_fraction = ((r - 1.0).abs() > cfg.clip_coef).float().mean()
-        stats = torch.stack([pg_loss.detach(), v_loss.detach(), ent.detach(), approx_kl, clip_fraction])
+        stats = torch.stack([pg_loss.detach(), v_loss.detach(), ent.detach(), approx_kl, clip_fraction,
+                             teacher_nll.detach() if teacher_nll is not None else torch.zeros_like(approx_kl)])
         return loss, stats
 
     @torch.no_grad()
@@ -208,6 +251,27 @@ class PPOLearner:
             torch.add(ws.advantages, values, out=ws.returns)
             ws.old_values.copy_(values)
 
+    @torch.no_grad()
+    def _ask_teacher(self, flat_obs: Tensor, ws: _Workspace) -> None:
+        """The teacher's actions at the batch's observations, checked and kept in ``ws``."""
+        assert self.teacher is not None
+        actions = self.teacher(flat_obs if flat_obs.dtype == torch.float32 else flat_obs.float())
+        want = tuple(ws.teacher_actions.shape)
+        if not isinstance(actions, Tensor) or tuple(actions.shape) != want:
+            got = tuple(actions.shape) if isinstance(actions, Tensor) else type(actions).__name__
+            raise ValueError(f"the teacher must return actions of shape {want}, got {got}")
+        if self.action_spec.is_discrete:
+            if actions.is_floating_point() or actions.dtype == torch.bool:
+                raise ValueError(f"the teacher must return int64 action indices for a {self.action_spec.kind} "
+                                 f"policy, got {actions.dtype}")
+            bad = (actions < 0) | (actions >= torch.tensor(self.action_spec.nvec, device=actions.device))
+        else:
+            bad = ~actions.isfinite()
+        if bool(bad.any()):
+            raise ValueError("the teacher returned actions outside the action space (indices out of range "
+                             "or non-finite values)")
+        ws.teacher_actions.copy_(actions)
+
     # ------------------------------------------------------------------ public API
     def update(self, batch: RolloutBatch) -> dict[str, float]:
         """One PPO update on ``batch``; bumps :attr:`policy_version` and returns statistics.
@@ -240,6 +304,10 @@ class PPOLearner:
         flat_actions = batch.actions.reshape(n, -1)
         flat_log_probs = batch.log_probs.reshape(n)
         flat_adv, flat_ret, flat_val = ws.advantages.view(n), ws.returns.view(n), ws.old_values.view(n)
+        teacher_coef = self.teacher_coef_at(self.policy_version)
+        if teacher_coef > 0:
+            self._ask_teacher(flat_obs, ws)
+            ws.teacher_coef.fill_(teacher_coef)
         obs_f32 = flat_obs.dtype == torch.float32
         lp_f32 = flat_log_probs.dtype == torch.float32
         ws.stat_sum.zero_()
@@ -261,15 +329,21 @@ class PPOLearner:
                 torch.index_select(flat_adv, 0, idx, out=ws.mb_advantages)
                 torch.index_select(flat_ret, 0, idx, out=ws.mb_returns)
                 torch.index_select(flat_val, 0, idx, out=ws.mb_values)
-                loss, stats = self._loss_fn(ws.mb_obs, ws.mb_actions, ws.mb_log_probs,
-                                            ws.mb_advantages, ws.mb_returns, ws.mb_values)
+                if teacher_coef > 0:
+                    torch.index_select(ws.teacher_actions, 0, idx, out=ws.mb_teacher)
+                    loss, stats = self._loss_fn(ws.mb_obs, ws.mb_actions, ws.mb_log_probs, ws.mb_advantages,
+                                                ws.mb_returns, ws.mb_values, ws.mb_teacher, ws.teacher_coef)
+                else:
+                    loss, stats = self._loss_fn(ws.mb_obs, ws.mb_actions, ws.mb_log_probs,
+                                                ws.mb_advantages, ws.mb_returns, ws.mb_values)
                 self.optimizer.zero_grad(set_to_none=False)
                 loss.backward()
                 self._reducer.all_reduce()
                 grad_norm = torch.nn.utils.clip_grad_norm_(self._params, cfg.max_grad_norm)
                 self.optimizer.step()
-                ws.stat_sum[:5].add_(stats)
-                ws.stat_sum[5].add_(grad_norm)
+                ws.stat_sum[:_LOSS_STATS].add_(stats[:_LOSS_STATS])
+                ws.stat_sum[_LOSS_STATS].add_(grad_norm)
+                ws.stat_sum[_LOSS_STATS + 1].add_(stats[_LOSS_STATS])
                 ws.epoch_kl.add_(stats[3])
             epochs_run += 1
             if cfg.target_kl is not None:
@@ -300,7 +374,7 @@ class PPOLearner:
         out = dict(zip(_STAT_NAMES, summary[:len(_STAT_NAMES)], strict=True))
         out.update(zip(("explained_variance", "policy_lag_mean", "policy_lag_max", "value_mean",
                         "return_mean", "advantage_std"), summary[len(_STAT_NAMES):], strict=True))
-        out.update(learning_rate=lr, epochs=float(epochs_run), samples=float(n),
+        out.update(learning_rate=lr, teacher_coef=teacher_coef, epochs=float(epochs_run), samples=float(n),
                    policy_version=float(self.policy_version))
         bad = [name for name, ok in checks.items() if ok != 1.0]
         bad += [name for name in ("loss_policy", "loss_value", "entropy", "grad_norm")

@@ -81,6 +81,20 @@ class PPOConfig:
     arena reflected, left and right exchanged: :class:`learner.network.ActorCritic`'s
     ``mirror``), so each sample teaches both sides of a fight; the env must say what its
     mirror image is (the sim does; a Gymnasium env is refused)."""
+    teacher: str = ""
+    """Kickstarting (Schmitt et al., 2018, "Kickstarting Deep Reinforcement Learning"): an agent
+    whose actions the policy is also taught on its own samples, early in the run. The learner
+    takes the teacher as a function from raw observations to actions (``PPOLearner``'s
+    ``teacher``); the launcher builds it from this spec (the air-combat sim's agents: a scripted
+    name such as ``crank``, ``tactic:NAME``, ``ace``, a checkpoint). Empty: none."""
+    teacher_coef: float = 0.0
+    """Weight of the teacher's term at the start: ``teacher_coef`` times the mean negative
+    log-probability the policy gives the teacher's action, added to the loss. Falls linearly to
+    0 at ``teacher_until``; 0 turns kickstarting off."""
+    teacher_until: float = 0.25
+    """Fraction of ``total_updates`` after which the teacher's weight is 0 and the teacher is no
+    longer asked: from then on the policy learns from the returns alone and may leave the
+    teacher's habits behind."""
     update_obs_norm: bool = True
     """Update the observation statistics from each batch at the start of :meth:`update`."""
     bf16: bool = False
@@ -123,6 +137,12 @@ class PPOConfig:
         object.__setattr__(self, "hidden_sizes", tuple(self.hidden_sizes))
         object.__setattr__(self, "policy_bias", tuple(float(b) for b in self.policy_bias))
         object.__setattr__(self, "entropy_weights", tuple(float(w) for w in self.entropy_weights))
+        if not isinstance(self.teacher, str):
+            raise ValueError(f"teacher must be an agent spec string, got {self.teacher!r}")
+        if self.teacher_coef > 0 and not self.teacher.strip():
+            raise ValueError(f"teacher_coef is {self.teacher_coef} but no teacher is named (teacher = \"\")")
+        if self.teacher.strip() and self.teacher_coef == 0:
+            raise ValueError(f"teacher {self.teacher!r} is named but teacher_coef is 0 (it would never be asked)")
         if self.activation not in ("tanh", "relu"):
             raise ValueError(f"activation must be 'tanh' or 'relu', got {self.activation!r}")
         for f in dataclasses.fields(self):
@@ -173,6 +193,8 @@ PPO_BOUNDS: dict[str, Bounds] = {
     "adam_eps": positive(1.0),
     "seed": count(0, 2**64 - 1),
     "policy_bias": Bounds(-100.0, 100.0),
+    "teacher_coef": Bounds(0.0, 1000.0),
+    "teacher_until": positive(1.0),
 }
 """The range of each number of :class:`PPOConfig` (a list's bound holds for each item; a
 ``target_kl`` of ``None`` is "never"). ``update_epochs`` is a count of passes one update makes

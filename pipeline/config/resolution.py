@@ -8,6 +8,7 @@ import dataclasses
 from typing import Any
 
 from actors.workers.env_probe import check_env_in_child
+from core.bounds import shown
 from core.coerce import coerce
 from learner.ppo_config import PPOConfig
 from learner.spaces import ActionSpec
@@ -24,7 +25,7 @@ from pipeline.config.sections import (
     PipelineConfig,
     RunConfig,
 )
-from pipeline.config.validation import validate
+from pipeline.config.validation import check_agent_spec, check_text, validate
 from pipeline.envs.choice import EnvFactory, check_env_spec
 from sim.config import SimConfig
 
@@ -197,6 +198,12 @@ def resolve(data: dict[str, Any], device: str | None = None) -> PipelineConfig:
         if len(ppo.policy_bias) != head:
             raise ConfigError(f"ppo.policy_bias has {len(ppo.policy_bias)} values but the policy head has "
                               f"{head} outputs (the sim's {config.sim.action_mode} actions; [] means zeros)")
+    if ppo.teacher:
+        if env != "midrange":
+            raise ConfigError(f"ppo.teacher needs the air-combat sim's agents to teach; {env} has none "
+                              f"(ppo.teacher = {shown(ppo.teacher)})")
+        check_text("ppo", ppo)
+        check_agent_spec("ppo.teacher", ppo.teacher)
     if env != "midrange" and ppo.mirror:
         raise ConfigError(f"ppo.mirror needs an env that says what its mirror image is (the air-combat "
                           f"sim does); {env} does not")

@@ -32,7 +32,7 @@ def validate(config: PipelineConfig) -> None:
     run, actors, ring, intake = config.run, config.actors, config.ring, config.intake
     for name, bounds in SECTION_BOUNDS.items():
         check_bounds(getattr(config, name), bounds, name, ConfigError)
-        _check_text(name, getattr(config, name))
+        check_text(name, getattr(config, name))
     dev = run.device
     if not (dev in ("auto", "cpu", "cuda") or (dev.startswith("cuda:") and dev[5:].isdigit())):
         raise ConfigError(f"run.device must be auto, cpu, cuda or cuda:N, got {dev!r}")
@@ -94,7 +94,7 @@ MAX_TEXT_CHARS = 4096
 """The longest string a section holds (a path's limit on Linux)."""
 
 
-def _check_text(where: str, section: object) -> None:
+def check_text(where: str, section: object) -> None:
     """Refuse control characters (a line break, a tab, NUL) in a section's strings, and strings
     longer than :data:`MAX_TEXT_CHARS`: they name files, hosts, devices and specs, where no
     control character means anything and NUL breaks every path."""

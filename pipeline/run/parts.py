@@ -23,7 +23,12 @@ from pipeline.envs.choice import EnvFactory, is_sim, make_vector_env, probe
 from pipeline.league.matchmaking import League
 from pipeline.run.actor_process import ProcessActor
 from pipeline.run.gym_memory import check_gym_memory
-from pipeline.run.sim_actors import make_opponent_and_reward, make_sim_actor, sim_mirror
+from pipeline.run.sim_actors import (
+    make_opponent_and_reward,
+    make_sim_actor,
+    make_teacher,
+    sim_mirror,
+)
 from pipeline.transport.ring import RolloutRing
 from pipeline.transport.slots import RingSlot
 from pipeline.transport.weights import WeightPublisher
@@ -183,8 +188,10 @@ def build(config: PipelineConfig, metrics: Metrics | None = None, run_dir: Path 
     if config.ppo.policy_bias and len(config.ppo.policy_bias) != action_spec.num_logits:
         raise ConfigError(f"ppo.policy_bias has {len(config.ppo.policy_bias)} values but the policy "
                           f"head has {action_spec.num_logits} outputs ({action_spec.kind} {action_spec.nvec or action_spec.dim})")
+    teacher = make_teacher(config, layout, device) if config.ppo.teacher and layout is not None else None
     learner = PPOLearner(config.ppo, obs_dim, action_spec, device=device, obs_layout=obs_meta,
-                         mirror=sim_mirror(config.sim) if config.ppo.mirror and layout is not None else None)
+                         mirror=sim_mirror(config.sim) if config.ppo.mirror and layout is not None else None,
+                         teacher=teacher)
     processes = config.actor_processes
     # Actor processes read the weights from shared memory (a seqlock guards each publication).
     publisher = WeightPublisher(learner.policy, share=processes)

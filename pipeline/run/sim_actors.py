@@ -12,6 +12,7 @@ from actors.sim_actor import SimActor
 from agents.base import BaseAgent
 from agents.scripted import ScriptedAgent
 from learner import ActionSpec, ActorCritic
+from learner.ppo import Teacher
 from pipeline.config import ConfigError, PipelineConfig
 from pipeline.config.specs import build_agent, make_reward
 from pipeline.league.matchmaking import League
@@ -62,6 +63,21 @@ def make_opponent_and_reward(cfg: PipelineConfig, layout: ObsLayout, device: tor
         raise ConfigError(f"building the opponent {cfg.actors.opponent!r} or the reward "
                           f"{cfg.actors.reward!r} raised {type(exc).__name__}: {exc}") from None
     return opponent, reward
+
+
+def make_teacher(cfg: PipelineConfig, layout: ObsLayout, device: torch.device) -> Teacher:
+    """The learner's kickstarting teacher from ``ppo.teacher`` (any agent spec), acting on one
+    batch of ``cfg.samples_per_batch`` observations at a time with its most likely actions; a
+    bad spec is a one-line ``ConfigError``."""
+    spec = cfg.ppo.teacher
+    try:
+        agent = build_agent(spec, cfg.samples_per_batch, layout, device, seed=cfg.run.seed,
+                            action_mode=cfg.sim.action_mode, sim_config=cfg.sim, deterministic=True).eval()
+    except ValueError as exc:
+        raise ConfigError(f"ppo.teacher: {exc}") from None
+    except Exception as exc:  # a plug-in's constructor: its error, in one line
+        raise ConfigError(f"building the teacher {spec!r} raised {type(exc).__name__}: {exc}") from None
+    return agent.act
 
 
 def sim_mirror(sim: SimConfig) -> dict[str, list[Any]]:

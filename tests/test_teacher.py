@@ -1,0 +1,137 @@
+"""Kickstarting: a teacher's actions taught to the policy on its own samples, early in the run
+(``ppo.teacher``, ``ppo.teacher_coef``, ``ppo.teacher_until``)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from learner import ActionSpec, PPOConfig, PPOLearner
+from pipeline.config import ConfigError, resolve
+from pipeline.run.sim_actors import make_teacher
+from sim import ObsLayout
+from tests.test_learner_ppo import random_batch
+
+
+def teacher_rule(obs: torch.Tensor) -> torch.Tensor:
+    """A fixed rule of the observation: rudder from the sign of component 0, throttle from
+    component 1, fire when component 2 is above 1.5."""
+    rudder = torch.where(obs[:, 0] > 1.0, 2, 0)
+    throttle = torch.where(obs[:, 1] > 1.0, 2, 1)
+    fire = (obs[:, 2] > 1.5).long()
+    return torch.stack([rudder, throttle, fire], dim=-1)
+
+
+def learner_with(rule=teacher_rule, **overrides) -> PPOLearner:
+    cfg = PPOConfig(hidden_sizes=(32, 32), num_minibatches=4, update_epochs=2, total_updates=40,
+                    learning_rate=3e-3, teacher="rule", teacher_coef=1.0, teacher_until=0.5).replace(**overrides)
+    return PPOLearner(cfg, 12, ActionSpec("multi_discrete", nvec=(3, 3, 2)), teacher=rule)
+
+
+def agreement(learner: PPOLearner, seed: int = 99) -> float:
+    """How often the policy's most likely action is the teacher's, all three parts, on fresh
+    observations."""
+    obs = torch.randn(4096, 12, generator=torch.Generator().manual_seed(seed)) * 2.0 + 1.0
+    actions, _, _ = learner.policy.act(obs, deterministic=True)
+    return (actions == teacher_rule(obs)).all(-1).float().mean().item()
+
+
+def test_the_teacher_is_learned_while_its_weight_lasts_and_then_no_longer_asked():
+    calls = []
+
+    def counted(obs: torch.Tensor) -> torch.Tensor:
+        calls.append(obs.shape[0])
+        return teacher_rule(obs)
+
+    learner = learner_with(counted)
+    before = agreement(learner)
+    losses, coefs = [], []
+    for i in range(40):
+        # The rewards are noise: what the policy learns of the rule comes from the teacher.
+        stats = learner.update(random_batch(learner, seed=i, version=learner.policy_version))
+        losses.append(stats["loss_teacher"])
+        coefs.append(stats["teacher_coef"])
+    taught = agreement(learner)
+    assert before < 0.15 < 0.6 < taught, (before, taught)
+    assert losses[19] < 0.6 * losses[0], losses
+    # The weight falls linearly from 1 to 0 at half of the 40 updates; after that the teacher
+    # is not asked and its term is 0.
+    assert coefs[0] == 1.0 and coefs[10] == pytest.approx(0.5) and coefs[19] == pytest.approx(0.05)
+    assert coefs[20:] == [0.0] * 20 and losses[20:] == [0.0] * 20
+    assert calls == [16 * 8] * 20
+
+
+def test_without_a_teacher_the_same_updates_do_not_learn_the_rule():
+    learner = learner_with(None, teacher="", teacher_coef=0.0)
+    for i in range(20):
+        stats = learner.update(random_batch(learner, seed=i, version=learner.policy_version))
+        assert stats["loss_teacher"] == 0.0 and stats["teacher_coef"] == 0.0
+    assert agreement(learner) < 0.3
+
+
+def test_the_compiled_loss_learns_the_teacher_as_the_eager_one_does():
+    eager, compiled = learner_with(), learner_with(compile=True)
+    for i in range(3):
+        a = eager.update(random_batch(eager, seed=i, version=i))
+        b = compiled.update(random_batch(compiled, seed=i, version=i))
+        assert b["loss_teacher"] == pytest.approx(a["loss_teacher"], rel=1e-4, abs=1e-5)
+    for p, q in zip(eager.policy.parameters(), compiled.policy.parameters(), strict=True):
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("bad, named", [
+    (lambda obs: teacher_rule(obs)[:, :2], "shape"),
+    (lambda obs: teacher_rule(obs).float(), "int64"),
+    (lambda obs: teacher_rule(obs) + 2, "outside the action space"),
+    (lambda obs: teacher_rule(obs)[:5], "shape"),
+])
+def test_a_teacher_with_bad_actions_is_refused_before_any_weight_moves(bad, named):
+    learner = learner_with(bad)
+    before = [p.detach().clone() for p in learner.policy.parameters()]
+    with pytest.raises(ValueError, match=named):
+        learner.update(random_batch(learner))
+    assert all(torch.equal(p, q) for p, q in zip(before, learner.policy.parameters(), strict=True))
+    assert learner.policy_version == 0
+
+
+def test_the_teacher_fields_are_checked():
+    with pytest.raises(ValueError, match="no teacher is named"):
+        PPOConfig(teacher_coef=0.5)
+    with pytest.raises(ValueError, match="teacher_coef is 0"):
+        PPOConfig(teacher="crank")
+    with pytest.raises(ValueError, match="teacher_until"):
+        PPOConfig(teacher="crank", teacher_coef=1.0, teacher_until=0.0)
+    with pytest.raises(ValueError, match="teacher_coef"):
+        PPOConfig(teacher="crank", teacher_coef=float("nan"))
+    with pytest.raises(ValueError, match="no teacher was given"):
+        PPOLearner(PPOConfig(teacher="crank", teacher_coef=1.0), 12, ActionSpec("multi_discrete", nvec=(3, 3, 2)))
+
+
+def sim_config(**ppo):
+    return resolve({"run": {"device": "cpu"}, "actors": {"envs_per_actor": 16, "rollout_len": 8},
+                    "ppo": ppo})
+
+
+def test_the_launcher_builds_a_scripted_teacher_that_acts_on_a_whole_batch():
+    config = sim_config(teacher="tactic:pump", teacher_coef=1.0)
+    layout = ObsLayout.from_config(config.sim)
+    teacher = make_teacher(config, layout, torch.device("cpu"))
+    obs = torch.zeros(config.samples_per_batch, layout.size)
+    actions = teacher(obs)
+    assert actions.shape == (config.samples_per_batch, 3) and actions.dtype == torch.int64
+
+
+def test_a_bad_teacher_is_refused_in_one_line(tmp_path):
+    with pytest.raises(ConfigError, match=r"ppo\.teacher: unknown tactic 'nonesuch'"):
+        sim_config(teacher="tactic:nonesuch", teacher_coef=1.0)
+    with pytest.raises(ConfigError, match=r"ppo\.teacher: no checkpoint at"):
+        sim_config(teacher=str(tmp_path / "missing.pt"), teacher_coef=1.0)
+    with pytest.raises(ConfigError, match=r"ppo\.teacher must not hold control characters"):
+        sim_config(teacher="crank\n", teacher_coef=1.0)
+    # A checkpoint that exists but is no policy is found out when the teacher is built.
+    (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
+    config = sim_config(teacher=str(tmp_path / "junk.pt"), teacher_coef=1.0)
+    with pytest.raises(ConfigError, match=r"ppo\.teacher: .*junk\.pt"):
+        make_teacher(config, ObsLayout.from_config(config.sim), torch.device("cpu"))
+    with pytest.raises(ConfigError, match=r"ppo\.teacher needs the air-combat sim"):
+        resolve({"actors": {"env": "gym:CartPole-v1"}, "ppo": {"teacher": "crank", "teacher_coef": 1.0}})
