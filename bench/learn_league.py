@@ -37,8 +37,9 @@ seeds: better in two, much worse in the third against the held-out tactics: benc
 "PFSP power 1 with the tactic anchors"); and
 no snapshot after two thirds of the updates, so the final policy has the last third of the run
 to outgrow its newest past self instead of tying a near copy of itself in the round robin; and
-the reward ``shaped+0.5*hunt`` (the launcher's default when ``ace`` was trained, kept so the
-champion's command still reproduces it). ``--set`` overrides any of them.
+the reward ``shaped+0.5*hunt`` and no kickstarting teacher (the launcher's defaults when ``ace``
+was trained, kept so the champion's command still reproduces it). ``--set`` overrides any of
+them (``--set ppo.teacher_coef=1`` gives the league the launcher's teacher).
 
     python bench/learn_league.py                 # the full bench
     python bench/learn_league.py --quick         # a few minutes: the mechanics, not the targets
@@ -71,7 +72,8 @@ BENCH_RECIPE = ("ppo.hidden_sizes=[128,128]", "league.self_play=0.5", "ppo.gamma
                 "league.anchors=['crank','shooter','random','pursuit','straight',"
                 "'tactic:pump?train','tactic:drag?train','tactic:late?train',"
                 "'tactic:early?train','tactic:energy?train','tactic:ladder?train']",
-                "league.pfsp_power=0.5", "league.snapshot_until=0.6667", "actors.reward=shaped+0.5*hunt")
+                "league.pfsp_power=0.5", "league.snapshot_until=0.6667", "actors.reward=shaped+0.5*hunt",
+                "ppo.teacher_coef=0")
 OPPONENTS = ("crank", "random", *LADDER)
 
 

@@ -95,6 +95,8 @@ class PPOLearner:
         if teacher is not None and not callable(teacher):
             raise ValueError(f"teacher must be a function from observations to actions, got {type(teacher).__name__}")
         self.teacher = teacher
+        self._nvec = torch.tensor(action_spec.nvec if action_spec.is_discrete else [], dtype=torch.int64,
+                                  device=device)
         if obs_layout is not None and not isinstance(obs_layout, dict):
             raise ValueError(f"obs_layout must be a dict (ObsLayout.metadata()) or None, got {type(obs_layout).__name__}")
         if obs_layout is not None and "size" in obs_layout and obs_layout["size"] != obs_dim:
@@ -264,7 +266,7 @@ class PPOLearner:
             if actions.is_floating_point() or actions.dtype == torch.bool:
                 raise ValueError(f"the teacher must return int64 action indices for a {self.action_spec.kind} "
                                  f"policy, got {actions.dtype}")
-            bad = (actions < 0) | (actions >= torch.tensor(self.action_spec.nvec, device=actions.device))
+            bad = (actions < 0) | (actions >= self._nvec.to(actions.device))
         else:
             bad = ~actions.isfinite()
         if bool(bad.any()):

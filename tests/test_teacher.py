@@ -135,3 +135,12 @@ def test_a_bad_teacher_is_refused_in_one_line(tmp_path):
         make_teacher(config, ObsLayout.from_config(config.sim), torch.device("cpu"))
     with pytest.raises(ConfigError, match=r"ppo\.teacher needs the air-combat sim"):
         resolve({"actors": {"env": "gym:CartPole-v1"}, "ppo": {"teacher": "crank", "teacher_coef": 1.0}})
+
+
+def test_the_sims_runs_are_kickstarted_by_default_and_one_setting_turns_it_off():
+    default = sim_config().ppo
+    assert (default.teacher, default.teacher_coef, default.teacher_until) == ("tactic:pump", 1.0, 0.25)
+    off = sim_config(teacher_coef=0).ppo
+    assert (off.teacher, off.teacher_coef) == ("", 0.0)
+    assert sim_config(teacher="crank").ppo.teacher_coef == 1.0
+    assert sim_config(teacher_coef=0.5).ppo.teacher == "tactic:pump"
