@@ -304,8 +304,8 @@ class RunProgress:
             stats = self.last_stats
             self.progress_log.append(progress_rows(snap, stats, *self._league_standing()))
             if stats:
-                keys = ("loss_policy", "loss_value", "entropy", "approx_kl", "clip_fraction",
-                        "explained_variance", "learning_rate", "return_mean")
+                keys: tuple[str, ...] = ("loss_policy", "loss_value", "entropy", "approx_kl", "clip_fraction",
+                                         "explained_variance", "learning_rate", "return_mean")
                 if stats.get("teacher_coef", 0.0) > 0:
                     keys += ("teacher_coef", "loss_teacher")
                 self.log.info("learner: %s", " ".join(f"{k}={stats[k]:.4g}" for k in keys if k in stats))
