@@ -69,6 +69,7 @@ def test_without_a_teacher_the_same_updates_do_not_learn_the_rule():
     assert agreement(learner) < 0.3
 
 
+@pytest.mark.slow
 def test_the_compiled_loss_learns_the_teacher_as_the_eager_one_does():
     eager, compiled = learner_with(), learner_with(compile=True)
     for i in range(3):
