@@ -2,7 +2,8 @@
 
 Builds :class:`learner.PPOLearner` with the launcher's resolved defaults for the device (the
 sim's observation and action layout, the network, epochs and minibatches, the batch of
-``intake.slots_per_batch`` chunks) and times :meth:`~learner.PPOLearner.update` on one fixed
+``intake.slots_per_batch`` chunks; the update of the run after its teacher's first quarter,
+unless ``--set ppo.teacher_coef=1`` asks for the taught one) and times :meth:`~learner.PPOLearner.update` on one fixed
 batch (``learner.ddp_smoke.synthetic_batch``: random observations, the policy's own actions)
 after ``--warmup`` updates; eager is the baseline and the compiled loss prints its ratio. The
 learner is what decides the pipeline's pace when the actors are fast, so this is the ceiling on
@@ -37,6 +38,7 @@ from pipeline.config.devices import pick_device
 from pipeline.config.errors import ConfigError
 from pipeline.config.files import apply_override, parse_value
 from pipeline.config.resolution import resolve
+from pipeline.run.sim_actors import make_teacher
 from sim.layout import ObsLayout
 
 
@@ -47,12 +49,20 @@ def time_updates(compile_loss: bool, data: dict, warmup: int, updates: int,
     set."""
     data = copy.deepcopy(data)
     apply_override(data, "ppo.compile", compile_loss)
+    if "teacher_coef" not in data.get("ppo", {}):
+        apply_override(data, "ppo.teacher_coef", 0.0)  # the update of the run's last three quarters
     config = resolve(data, device=device)
-    learner = PPOLearner(config.ppo, ObsLayout.from_config(config.sim).size, ActionSpec.for_sim(config.sim))
+    layout = ObsLayout.from_config(config.sim)
+
+    def build(on: str) -> PPOLearner:
+        teacher = make_teacher(config, layout, torch.device(on)) if config.ppo.teacher else None
+        return PPOLearner(config.ppo, layout.size, ActionSpec.for_sim(config.sim), device=on, teacher=teacher)
+
+    learner = build("cpu")
     steps = config.actors.rollout_len
     batch = synthetic_batch(learner, steps, config.samples_per_batch // steps, seed=0)
     if device != "cpu":
-        learner = PPOLearner(config.ppo, learner.policy.obs_dim, ActionSpec.for_sim(config.sim), device=device)
+        learner = build(device)
         batch = batch.to(device)
 
     def sync() -> None:

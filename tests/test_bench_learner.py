@@ -18,6 +18,14 @@ def test_an_update_is_timed_on_the_defaults_batch_with_the_overrides_applied():
     assert tuple(hidden) == (16,)
 
 
+def test_the_taught_update_is_timed_when_asked_for():
+    # The default update is the one after the teacher's quarter; the taught one asks the teacher.
+    bench = load_bench("learner")
+    seconds, _, _ = bench.time_updates(False, {"ppo": {"hidden_sizes": [16], "teacher_coef": 1.0}},
+                                       warmup=1, updates=2)
+    assert seconds > 0
+
+
 @pytest.mark.slow
 def test_the_result_line_compares_both_modes(capsys):
     bench = load_bench("learner")

@@ -122,6 +122,15 @@ def test_the_launcher_builds_a_scripted_teacher_that_acts_on_a_whole_batch():
     assert actions.shape == (config.samples_per_batch, 3) and actions.dtype == torch.int64
 
 
+def test_the_launchers_teacher_takes_any_batch_size():
+    # A run's last batch may hold fewer chunks than the full one (a budget of one chunk, say).
+    config = sim_config(teacher="crank", teacher_coef=1.0)
+    layout = ObsLayout.from_config(config.sim)
+    teacher = make_teacher(config, layout, torch.device("cpu"))
+    for n in (config.samples_per_batch, 32, 7, config.samples_per_batch, 1, 2, 3, 4, 5):
+        assert teacher(torch.zeros(n, layout.size)).shape == (n, 3)
+
+
 def test_a_bad_teacher_is_refused_in_one_line(tmp_path):
     with pytest.raises(ConfigError, match=r"ppo\.teacher: unknown tactic 'nonesuch'"):
         sim_config(teacher="tactic:nonesuch", teacher_coef=1.0)

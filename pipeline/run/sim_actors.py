@@ -66,18 +66,36 @@ def make_opponent_and_reward(cfg: PipelineConfig, layout: ObsLayout, device: tor
 
 
 def make_teacher(cfg: PipelineConfig, layout: ObsLayout, device: torch.device) -> Teacher:
-    """The learner's kickstarting teacher from ``ppo.teacher`` (any agent spec), acting on one
-    batch of ``cfg.samples_per_batch`` observations at a time with its most likely actions; a
-    bad spec is a one-line ``ConfigError``."""
+    """The learner's kickstarting teacher from ``ppo.teacher`` (any agent spec), taking its most
+    likely actions. Agents act on a fixed number of environments, so one is built per batch size
+    the learner hands it (a run's last batch may hold fewer chunks), the full batch's at once: a
+    bad spec is a one-line ``ConfigError`` here, not at the first update."""
     spec = cfg.ppo.teacher
-    try:
-        agent = build_agent(spec, cfg.samples_per_batch, layout, device, seed=cfg.run.seed,
-                            action_mode=cfg.sim.action_mode, sim_config=cfg.sim, deterministic=True).eval()
-    except ValueError as exc:
-        raise ConfigError(f"ppo.teacher: {exc}") from None
-    except Exception as exc:  # a plug-in's constructor: its error, in one line
-        raise ConfigError(f"building the teacher {spec!r} raised {type(exc).__name__}: {exc}") from None
-    return agent.act
+    agents: dict[int, BaseAgent] = {}
+
+    def agent_for(n: int) -> BaseAgent:
+        if n not in agents:
+            if len(agents) >= TEACHER_SIZES:
+                agents.clear()
+            try:
+                agents[n] = build_agent(spec, n, layout, device, seed=cfg.run.seed, action_mode=cfg.sim.action_mode,
+                                        sim_config=cfg.sim, deterministic=True).eval()
+            except ValueError as exc:
+                raise ConfigError(f"ppo.teacher: {exc}") from None
+            except Exception as exc:  # a plug-in's constructor: its error, in one line
+                raise ConfigError(f"building the teacher {spec!r} raised {type(exc).__name__}: {exc}") from None
+        return agents[n]
+
+    agent_for(cfg.samples_per_batch)
+
+    def teach(obs: torch.Tensor) -> torch.Tensor:
+        return agent_for(obs.shape[0]).act(obs)
+
+    return teach
+
+
+TEACHER_SIZES = 4
+"""Batch sizes :func:`make_teacher` keeps an agent for (the full batch and a few partial ones)."""
 
 
 def sim_mirror(sim: SimConfig) -> dict[str, list[Any]]:
