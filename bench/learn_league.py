@@ -17,6 +17,15 @@ learning-rate schedule), keeping a checkpoint every ``--checkpoint-s`` seconds; 
   learners trained against it for 4M agent-steps each, over 400 episodes (``bench/exploit.py``):
   how exploitable it is.
 
+With ``--exploiter-rounds K`` the training is cut into K + 1 equal stages of the one run
+(``run.stop_steps``, then ``--resume``: one learning-rate schedule still); after each of the
+first K stages a main exploiter, a fresh learner of the launcher's default recipe, trains for
+``--exploiter-steps`` agent-steps against the policy as it stands (frozen), is played against
+it over ``--exploiter-episodes`` episodes, and joins the league's anchors for the stages after
+(``RUN/exploiters/roundN``), as AlphaStar's league grows main exploiters: whatever a best
+response of the default budget finds against the policy, the policy then meets. Their training
+counts in ``train_s``.
+
 Targets: ≥ 95 % wins against ``crank`` and ``random``, ≥ 99 % against straight, pursuit and
 shooter, the final policy top rated, in at most 30 minutes on a 2-core CPU.
 
@@ -60,10 +69,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from exploit import match_line, strongest_exploiter
+from exploit import DEFAULT_STEPS, exploit_match, match_line, strongest_exploiter
 
 from learner.checkpoint import list_checkpoints, read_checkpoint
 from pipeline import evaluate as evaluate_cli
+from pipeline.config.files import load_toml
 from pipeline.evaluation.heldout import heldout_line, heldout_matches
 from pipeline.launch import main as launch
 
@@ -96,6 +106,41 @@ def evaluate(agent: str, opponents: tuple[str, ...], episodes: int, seed: int) -
     return {m["opponent"]: m for m in payload["matches"]}
 
 
+def toml_list(items: list[str]) -> str:
+    """``items`` as a TOML array of literal strings, for ``--set league.anchors=...``."""
+    if any("'" in item or "\n" in item for item in items):
+        raise ValueError(f"an anchor holds a quote or a line break: {items}")
+    return "[" + ",".join(f"'{item}'" for item in items) + "]"
+
+
+def train_in_stages(argv_launch: list[str], run_dir: Path, args: argparse.Namespace) -> int:
+    """The league run, in ``args.exploiter_rounds + 1`` stages with a main exploiter trained
+    after each stage but the last and added to the anchors; the launcher's exit code."""
+    rounds = args.exploiter_rounds
+    anchors: list[str] = []
+    for stage in range(rounds + 1):
+        stop = args.steps * (stage + 1) // (rounds + 1) if stage < rounds else 0
+        argv = [*argv_launch, "--set", f"run.stop_steps={stop}"]
+        if stage > 0:
+            argv += ["--resume", str(run_dir), "--set", f"league.anchors={toml_list(anchors)}"]
+        with redirect_stdout(io.StringIO()):
+            code = launch(argv)
+        if code != 0 or stage == rounds:
+            return code
+        if not anchors:
+            anchors = list(load_toml(run_dir / "config.toml")["league"]["anchors"])
+        target = run_dir / "checkpoints" / "latest.pt"
+        steps = int(read_checkpoint(target)["extra"]["agent_steps"])
+        where = run_dir / "exploiters" / f"round{stage}"
+        match = exploit_match(str(target), args.exploiter_steps, args.exploiter_episodes,
+                              seed=args.seed + 201 + stage, run_dir=where, quick=args.quick)
+        print(f"main exploiter {stage} (the policy at {steps:,} agent-steps): "
+              + match_line({**match, "seed": args.seed + 201 + stage}, "it").split(": ", 1)[1]
+              + "; joins the anchors", flush=True)
+        anchors.append(str(where / "checkpoints" / "latest.pt"))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=24_000_000, help="agent-steps to train in all")
@@ -109,13 +154,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--run-dir", help="keep the run here (default: a temporary folder)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quick", action="store_true", help="a tiny budget: checks the mechanics only")
+    p.add_argument("--exploiter-rounds", type=int, default=0,
+                   help="main exploiters trained during the run, each joining the anchors (default 0)")
+    p.add_argument("--exploiter-steps", type=int, default=DEFAULT_STEPS, help="each main exploiter's agent-steps")
+    p.add_argument("--exploiter-episodes", type=int, default=100,
+                   help="episodes of each main exploiter against the policy it was trained against")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="passed to pipeline.launch (e.g. league.self_play=0.25)")
     args = p.parse_args(argv)
+    if args.exploiter_rounds < 0:
+        p.error(f"--exploiter-rounds must be at least 0, got {args.exploiter_rounds}")
     if args.quick:
         args.steps, args.checkpoint_s, args.curve_points = 40_960, 5.0, 2
         args.episodes, args.curve_episodes, args.rr_episodes, args.rr_snapshots = 40, 16, 8, 1
         args.heldout_episodes = 8
+        args.exploiter_steps, args.exploiter_episodes = 40_960, 16
     tmp = None
     if args.run_dir:
         run_dir = Path(args.run_dir)
@@ -135,8 +188,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.steps:,} agent-steps; run {run_dir}; settings {' '.join((*BENCH_RECIPE, *args.set))}",
           flush=True)
     start = time.perf_counter()
-    with redirect_stdout(io.StringIO()):
-        code = launch(argv_launch)
+    code = train_in_stages(argv_launch, run_dir, args)
     train_s = time.perf_counter() - start
     if code != 0:
         print(f"training failed with exit code {code}; see {run_dir / 'run.log'}")
@@ -196,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"RESULT win_crank={results['crank']['win_rate']:.3f} win_random={results['random']['win_rate']:.3f} "
           f"win_ladder_min={ladder_min:.3f} win_heldout_min={heldout_min:.3f} exploit_win={exploit['win_rate']:.3f} "
           f"exploit_wins={exploit_wins} top_rated={top_label} agent_steps={args.steps} "
+          f"exploiter_rounds={args.exploiter_rounds} "
           f"train_s={train_s:.0f} total_s={time.perf_counter() - start:.0f} quick={int(args.quick)}")
     if tmp is not None:
         tmp.cleanup()

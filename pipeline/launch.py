@@ -123,6 +123,10 @@ def _run_rank(job: Job, config: PipelineConfig, resume_from: Path | None) -> Run
             if parts.league is not None and resumed is not None:
                 league_notes = resume_league(parts.league, resumed, config)
             steps_done = int(extra.get("agent_steps", 0))
+            if 0 < config.run.stop_steps <= steps_done:
+                raise ConfigError(f"run.stop_steps ({config.run.stop_steps:,}) is already reached: {ckpt} "
+                                  f"has trained {steps_done:,} agent-steps (raise it, or 0 to train to "
+                                  f"run.total_steps)")
             job.after_resume(config.run.seed, steps_done)
             parts.publisher.publish(parts.learner.policy, parts.learner.policy_version)
             for actor in parts.actors:
@@ -201,10 +205,11 @@ def _train(job: Job, config: PipelineConfig, parts: RunParts, metrics: Metrics, 
         + (f"opponent {config.actors.opponent} · reward {config.actors.reward}" if is_sim(config.actors.env)
            else f"env {config.actors.env} ({config.actors.workers_per_actor} workers per actor)")
         + f" · {config.run.total_steps:,} agent-steps"
+        + (f" · stopping at {config.run.stop_steps:,}" if config.run.stop_steps else "")
         + (f" · resumed at {steps_done:,}" if steps_done else "")
     )
     progress = make_progress(job, parts, metrics, display, log, run_dir, steps_done, mode)
-    remaining = max(config.run.total_steps - steps_done, 0)
+    remaining = max(stop_at(config) - steps_done, 0)
     budget = Budget(job.share_of_chunks(-(-remaining // config.samples_per_chunk)))
     the_run = Run(parts, BatchIntake(parts, metrics), budget,
                   Scheduler(progress, config.run.sync, config.run.actor_threads), progress,
@@ -254,6 +259,12 @@ def _train(job: Job, config: PipelineConfig, parts: RunParts, metrics: Metrics, 
         display.message(f"error: {_one_line(failure)}")
         result.exit_code = result.exit_code or 1
     return result
+
+
+def stop_at(config: PipelineConfig) -> int:
+    """The agent-steps this part of the run trains to: ``run.stop_steps`` when set, else
+    ``run.total_steps``."""
+    return config.run.stop_steps or config.run.total_steps
 
 
 def _one_line(exc: BaseException) -> str:
@@ -348,7 +359,12 @@ def _summarize(job: Job, config: PipelineConfig, the_run: Run, progress: RunProg
     lines += job.share_lines(progress.trained_samples, s, progress.updates, parts.learner.policy, bool(error))
     for line in lines:
         display.message(line)
-    if exit_code == 0 and not stopped and ckpt is not None and config.run.eval_episodes > 0:
+    paused = 0 < config.run.stop_steps < config.run.total_steps
+    if exit_code == 0 and not stopped and paused:
+        display.message(f"paused at run.stop_steps ({config.run.stop_steps:,} of {config.run.total_steps:,} "
+                        f"agent-steps): continue with --resume {progress.run_dir} --set run.stop_steps=0 "
+                        "(or a later stop); no evaluation until the run's end")
+    if exit_code == 0 and not stopped and not paused and ckpt is not None and config.run.eval_episodes > 0:
         try:
             result.evaluation = evaluate_final(ckpt, config, progress.run_dir)
         except EvaluationError as exc:  # the env failed in its workers; the training stands

@@ -9,7 +9,7 @@ import torch
 
 from actors.sim_actor import SimActor
 from learner.checkpoint import load_policy, read_checkpoint
-from pipeline.config import PipelineConfig, pick_device, resolve
+from pipeline.config import ConfigError, PipelineConfig, pick_device, resolve
 from pipeline.config.files import load_toml
 from pipeline.config.flags import parse_config
 from pipeline.launch import main, run
@@ -151,6 +151,38 @@ def test_resume_continues_counts_and_version(tmp_path):
     assert second.agent_steps == 8 * CHUNK
     assert second.ring.produced_chunks == 4  # only the remaining budget was produced
     assert torch.load(second.checkpoint, weights_only=True)["policy_version"] == version + second.updates
+
+
+def test_a_run_stopped_at_stop_steps_resumes_on_the_whole_run_s_schedule(tmp_path):
+    whole = 8 * CHUNK
+    first = run(small_config(tmp_path, "--set", f"run.stop_steps={4 * CHUNK}", steps=whole))
+    assert first.exit_code == 0 and not first.stop_reason
+    assert first.agent_steps == 4 * CHUNK
+    state = read_checkpoint(first.checkpoint)
+    version = state["policy_version"]
+    updates = resolve(parse_config(["--total-steps", str(whole), "--actors", str(ACTORS), "--envs-per-actor",
+                                    str(B), "--rollout-len", str(T), "--device", "cpu"]), "cpu").ppo.total_updates
+    # The schedule counts to the whole run: half way, half the starting learning rate is left
+    # (a run of 4 chunks in all would have annealed it to 0).
+    lr0 = small_config(tmp_path).ppo.learning_rate
+    assert state["optimizer"]["param_groups"][0]["lr"] == pytest.approx(lr0 * (1 - (version - 1) / updates))
+    assert (f"paused at run.stop_steps (256 of 512 agent-steps): continue with --resume {first.run_dir} "
+            "--set run.stop_steps=0") in (first.run_dir / "run.log").read_text()
+
+    again = small_config(tmp_path, "--resume", str(first.run_dir), "--set", f"run.stop_steps={4 * CHUNK}", steps=whole)
+    with pytest.raises(ConfigError, match=r"run.stop_steps \(256\) is already reached: .* has trained 256 agent-steps"):
+        run(again)
+
+    rest = run(small_config(tmp_path, "--resume", str(first.run_dir), "--set", "run.stop_steps=0", steps=whole))
+    assert rest.exit_code == 0
+    assert rest.agent_steps == whole
+    assert rest.ring.produced_chunks == 4  # only the second half was produced
+    assert read_checkpoint(rest.checkpoint)["policy_version"] == version + rest.updates
+
+
+def test_stop_steps_beyond_the_budget_is_refused():
+    with pytest.raises(ConfigError, match=r"run.stop_steps \(2,000\) must be at most run.total_steps \(1,000\)"):
+        resolve(parse_config(["--total-steps", "1000", "--set", "run.stop_steps=2000"]), "cpu")
 
 
 def test_metrics_exporter_serves_during_the_run(tmp_path):

@@ -30,6 +30,14 @@ class RunConfig:
     total_steps: int = 7_000_000
     """Agent-steps (decisions of the learning fighter) to train for; by device when left out
     (7M on a CPU: about 4 minutes on 2 cores; 2G on CUDA)."""
+    stop_steps: int = 0
+    """Stop once this many agent-steps are trained in all (a resumed run's earlier ones
+    included), with the final checkpoint and league written as at the end, but counting the
+    learning-rate schedule and the league's snapshot window (``league.snapshot_until``) to
+    ``total_steps`` still: ``--resume RUN`` then continues the same run where it stopped, with
+    ``run.stop_steps`` raised or 0 (off, the default). A run stopped this way is not evaluated
+    at its end. Staged training uses it: ``bench/learn_league.py --exploiter-rounds`` trains
+    exploiters of the policy between the stages."""
     run_dir: str = ""
     """Run directory (config, checkpoints, log); empty: ``runs/<UTC timestamp>``."""
     resume: str = ""
@@ -295,6 +303,7 @@ SECTION_BOUNDS: dict[str, dict[str, Bounds]] = {
     "run": {
         "seed": count(0, 2**32 - 1),
         "total_steps": count(1, 10**15),
+        "stop_steps": count(0, 10**15),
         "log_interval_s": positive(86_400.0),
         "checkpoint_interval_s": positive(1e7),
         "keep_checkpoints": count(1, 10_000),

@@ -33,6 +33,9 @@ def validate(config: PipelineConfig) -> None:
     for name, bounds in SECTION_BOUNDS.items():
         check_bounds(getattr(config, name), bounds, name, ConfigError)
         check_text(name, getattr(config, name))
+    if run.stop_steps > run.total_steps:
+        raise ConfigError(f"run.stop_steps ({run.stop_steps:,}) must be at most run.total_steps "
+                          f"({run.total_steps:,}), or 0 (train the whole budget)")
     dev = run.device
     if not (dev in ("auto", "cpu", "cuda") or (dev.startswith("cuda:") and dev[5:].isdigit())):
         raise ConfigError(f"run.device must be auto, cpu, cuda or cuda:N, got {dev!r}")
