@@ -40,10 +40,12 @@ LAYOUT = ObsLayout.from_config(SimConfig())
 REACH = SimConfig(obs_reach=True)  # a simulator whose observations add the reach block
 
 
-def test_ace_is_a_small_policy_only_file_of_the_current_layout() -> None:
-    assert ACE.parent == ROOT / "agents" / "champions" and ACE.is_file()
-    assert ACE.stat().st_size < 400_000  # the policy alone: a 128×128 actor-critic is ~230 KB
-    state = read_checkpoint(ACE)
+@pytest.mark.parametrize("name", list(CHAMPIONS))
+def test_every_champion_is_a_small_policy_only_file_of_the_current_layout(name: str) -> None:
+    path = CHAMPIONS[name]
+    assert path.parent == ROOT / "agents" / "champions" and path.is_file() and path.stem == name
+    assert path.stat().st_size < 400_000  # the policy alone: a 128×128 actor-critic is ~230 KB
+    state = read_checkpoint(path)
     assert state["kind"] == "policy"
     assert not {"optimizer", "rng", "shuffle_rng", "config"} & set(state)
     assert state["obs_layout"] == LAYOUT.metadata()
@@ -52,10 +54,11 @@ def test_ace_is_a_small_policy_only_file_of_the_current_layout() -> None:
     assert all(t.dtype in (torch.float32, torch.float64, torch.int64) for t in state["model"].values())
 
 
-def test_ace_flies_by_name_with_the_packaged_weights() -> None:
-    agent = build_agent("ace", 4, LAYOUT, seed=3, deterministic=True)
+@pytest.mark.parametrize("name", list(CHAMPIONS))
+def test_every_champion_flies_by_name_with_its_packaged_weights(name: str) -> None:
+    agent = build_agent(name, 4, LAYOUT, seed=3, deterministic=True)
     assert isinstance(agent, PolicyAgent)
-    policy = load_policy(ACE)
+    policy = load_policy(CHAMPIONS[name])
     for mine, packaged in zip(agent.policy.state_dict().values(), policy.state_dict().values(), strict=True):
         assert torch.equal(mine, packaged)
     obs = torch.randn(4, LAYOUT.size)
@@ -154,7 +157,7 @@ def test_package_champion_writes_a_policy_file_and_refuses_bad_input(tmp_path) -
 
 
 @pytest.mark.slow
-def test_the_wheel_ships_ace(tmp_path) -> None:
+def test_the_wheel_ships_every_champion(tmp_path) -> None:
     # A copy of the tree, so the build's own folders (build/, *.egg-info) stay out of the checkout.
     tree = tmp_path / "tree"
     for name in ("core", "sim", "agents", "rewards", "actors", "learner", "pipeline", "monitoring"):
@@ -167,20 +170,21 @@ def test_the_wheel_ships_ace(tmp_path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     (wheel,) = (tmp_path / "dist").glob("midrange_rl-*.whl")
     with zipfile.ZipFile(wheel) as archive:
-        assert archive.read("agents/champions/ace.pt") == ACE.read_bytes()
+        for path in CHAMPIONS.values():
+            assert archive.read(f"agents/champions/{path.name}") == path.read_bytes()
         assert "agents/champions/__init__.py" in archive.namelist()
 
 
 @pytest.mark.parametrize(("options", "expected"), [
-    ({}, "ace"),
+    ({}, "ace2"),
     ({"action_mode": "continuous"}, "crank"),
     ({"obs_reach": True}, "crank"),
 ])
-def test_midrange_flies_ace_where_it_can_and_crank_elsewhere(options: dict, expected: str) -> None:
+def test_midrange_flies_the_champion_where_it_can_and_crank_elsewhere(options: dict, expected: str) -> None:
     env = gymnasium.make("Midrange-v0", **options)
     opponent = env.unwrapped.opponent  # type: ignore[attr-defined]
     assert default_opponent(SimConfig(**options)) == expected
-    assert type(opponent).__name__ == {"ace": "PolicyAgent", "crank": "CrankAgent"}[expected]
+    assert type(opponent).__name__ == {"ace2": "PolicyAgent", "crank": "CrankAgent"}[expected]
     if expected == "crank":  # named, ace is refused on such a simulator, in one line
         with pytest.raises(ValueError) as err:
             gymnasium.make("Midrange-v0", opponent="ace", **options)

@@ -45,7 +45,7 @@ def checkpoint(tmp_path_factory) -> Path:
 
 def test_default_opponent_is_the_champion_and_beats_a_random_policy() -> None:
     env = make_vector_env(16)
-    assert DEFAULT_OPPONENT == "ace" and isinstance(env.opponent, PolicyAgent)
+    assert DEFAULT_OPPONENT == "ace2" and isinstance(env.opponent, PolicyAgent)
     # The packaged policy, checked against the env's observation layout on load.
     assert env.opponent.policy.obs_layout == ObsLayout.from_config(SimConfig()).metadata()
     env.reset(seed=0)

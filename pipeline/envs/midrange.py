@@ -3,7 +3,7 @@
 ``gymnasium.make("Midrange-v0", opponent="ace", reward="outcome", scenario="random",
 time_scale=1.0)`` lands in :func:`make_env`, ``gymnasium.make_vec("Midrange-v0", num_envs=N,
 vectorization_mode="vector_entry_point", ...)`` in :func:`make_vector_env`. The opponent is any
-agent spec the launcher takes (a scripted name, a champion such as ``ace``, a checkpoint,
+agent spec the launcher takes (a scripted name, a champion such as ``ace2``, a checkpoint,
 ``package.module:factory``) or an agent object; the reward any reward spec (``outcome``,
 ``shaped``, ``outcome+0.1*shaped``, an import path). The envs themselves (``sim.envs.gym``)
 take objects only; specs are resolved here, the first floor that sees agents, rewards and the
@@ -32,20 +32,21 @@ from sim.layout import ObsLayout
 __all__ = ["DEFAULT_OPPONENT", "DEFAULT_REWARD", "FALLBACK_OPPONENT", "build_opponent", "build_reward",
            "default_opponent", "make_env", "make_vector_env"]
 
-DEFAULT_OPPONENT = "ace"
-"""The opponent of ``Midrange-v0`` unless told otherwise: the packaged champion
-(``agents.champions``), the league bench's fighter, which beats every scripted agent
-(bench/RESULTS.md, "The champion, ace"). Before it the default was ``crank``, the strongest
-scripted agent, and before that ``pursuit``, which never fires."""
+DEFAULT_OPPONENT = "ace2"
+"""The opponent of ``Midrange-v0`` unless told otherwise: the strongest packaged champion
+(``agents.champions``), ``ace2``, the league bench's fighter taught by ``ace``, which beats
+every scripted agent and most of the held-out tactics (bench/RESULTS.md, "The champion as the
+league's teacher: ace2"). Before it the default was ``ace``, before that ``crank``, the
+strongest scripted agent, and before that ``pursuit``, which never fires."""
 
 FALLBACK_OPPONENT = "crank"
-"""The default opponent of a simulator ``ace`` cannot fly (the continuous action mode, or
+"""The default opponent of a simulator the champion cannot fly (the continuous action mode, or
 observations of another layout than its own): the strongest scripted agent, which flies any."""
 
 DEFAULT_REWARD = "outcome"
 """Red's reward unless told otherwise: +1 win, −1 loss, 0 otherwise."""
 
-SPEC_KINDS = ("a scripted name (straight, pursuit, shooter, crank, random), a champion (ace), a checkpoint "
+SPEC_KINDS = ("a scripted name (straight, pursuit, shooter, crank, random), a champion (ace, ace2), a checkpoint "
               "(.pt file, checkpoints folder or run directory) or 'package.module:factory'")
 
 

@@ -27,9 +27,9 @@ PLAY_STEP_S = 0.05
 """Sim seconds per step of a played fight: 20 frames a second, the page's input answered
 within one. A physics step of the simulator at this ``dt_s`` (the default is 0.1 s)."""
 
-DEFAULT_OPPONENT = "ace"
-"""The agent in the blue seat when none is named: the champion that ships with the package
-(``agents/champions``), as in ``Midrange-v0``."""
+DEFAULT_OPPONENT = "ace2"
+"""The agent in the blue seat when none is named: the strongest champion that ships with the
+package (``agents/champions``), as in ``Midrange-v0``."""
 
 SCENARIOS = ("random", "head_on")
 """The simulator's starting scenarios (``SimConfig.scenario``)."""
