@@ -187,14 +187,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"device: {os.cpu_count()} CPUs seen, load average {os.getloadavg()[0]:.2f} at start; "
           f"{args.steps:,} agent-steps; run {run_dir}; settings {' '.join((*BENCH_RECIPE, *args.set))}",
           flush=True)
-    start = time.perf_counter()
+    start, born = time.perf_counter(), time.time()  # born: the curve's clock (a resume rewrites config.toml)
     code = train_in_stages(argv_launch, run_dir, args)
     train_s = time.perf_counter() - start
     if code != 0:
         print(f"training failed with exit code {code}; see {run_dir / 'run.log'}")
         return code
     checkpoints = list_checkpoints(run_dir / "checkpoints")
-    born = (run_dir / "config.toml").stat().st_mtime
     picks = sorted({round(i * (len(checkpoints) - 1) / max(args.curve_points - 1, 1))
                     for i in range(args.curve_points)})
     elo = reported_ratings(run_dir / "run.log")
