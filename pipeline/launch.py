@@ -209,7 +209,7 @@ def _train(job: Job, config: PipelineConfig, parts: RunParts, metrics: Metrics, 
         + (f" · resumed at {steps_done:,}" if steps_done else "")
     )
     progress = make_progress(job, parts, metrics, display, log, run_dir, steps_done, mode)
-    remaining = max(stop_at(config) - steps_done, 0)
+    remaining = max(config.run.stop_at - steps_done, 0)
     budget = Budget(job.share_of_chunks(-(-remaining // config.samples_per_chunk)))
     the_run = Run(parts, BatchIntake(parts, metrics), budget,
                   Scheduler(progress, config.run.sync, config.run.actor_threads), progress,
@@ -259,12 +259,6 @@ def _train(job: Job, config: PipelineConfig, parts: RunParts, metrics: Metrics, 
         display.message(f"error: {_one_line(failure)}")
         result.exit_code = result.exit_code or 1
     return result
-
-
-def stop_at(config: PipelineConfig) -> int:
-    """The agent-steps this part of the run trains to: ``run.stop_steps`` when set, else
-    ``run.total_steps``."""
-    return config.run.stop_steps or config.run.total_steps
 
 
 def _one_line(exc: BaseException) -> str:
@@ -359,11 +353,10 @@ def _summarize(job: Job, config: PipelineConfig, the_run: Run, progress: RunProg
     lines += job.share_lines(progress.trained_samples, s, progress.updates, parts.learner.policy, bool(error))
     for line in lines:
         display.message(line)
-    paused = 0 < config.run.stop_steps < config.run.total_steps
+    paused = config.run.stop_at < config.run.total_steps
     if exit_code == 0 and not stopped and paused:
-        display.message(f"paused at run.stop_steps ({config.run.stop_steps:,} of {config.run.total_steps:,} "
-                        f"agent-steps): continue with --resume {progress.run_dir} --set run.stop_steps=0 "
-                        "(or a later stop); no evaluation until the run's end")
+        display.message(f"paused at run.stop_steps ({config.run.stop_steps:,} of {config.run.total_steps:,} agent-steps): "
+                        f"continue with --resume {progress.run_dir} --set run.stop_steps=0 (or a later stop); no evaluation until the run's end")
     if exit_code == 0 and not stopped and not paused and ckpt is not None and config.run.eval_episodes > 0:
         try:
             result.evaluation = evaluate_final(ckpt, config, progress.run_dir)

@@ -38,6 +38,13 @@ class RunConfig:
     ``run.stop_steps`` raised or 0 (off, the default). A run stopped this way is not evaluated
     at its end. Staged training uses it: ``bench/learn_league.py --exploiter-rounds`` trains
     exploiters of the policy between the stages."""
+
+    @property
+    def stop_at(self) -> int:
+        """The agent-steps this part of the run trains to: ``stop_steps`` when set, else
+        ``total_steps``."""
+        return self.stop_steps or self.total_steps
+
     run_dir: str = ""
     """Run directory (config, checkpoints, log); empty: ``runs/<UTC timestamp>``."""
     resume: str = ""
