@@ -73,7 +73,7 @@ from exploit import DEFAULT_STEPS, exploit_match, match_line, strongest_exploite
 
 from learner.checkpoint import list_checkpoints, read_checkpoint
 from pipeline import evaluate as evaluate_cli
-from pipeline.config.files import load_toml
+from pipeline.config.files import load_toml, toml_value
 from pipeline.evaluation.heldout import heldout_line, heldout_matches
 from pipeline.launch import main as launch
 
@@ -106,13 +106,6 @@ def evaluate(agent: str, opponents: tuple[str, ...], episodes: int, seed: int) -
     return {m["opponent"]: m for m in payload["matches"]}
 
 
-def toml_list(items: list[str]) -> str:
-    """``items`` as a TOML array of literal strings, for ``--set league.anchors=...``."""
-    if any("'" in item or "\n" in item for item in items):
-        raise ValueError(f"an anchor holds a quote or a line break: {items}")
-    return "[" + ",".join(f"'{item}'" for item in items) + "]"
-
-
 def train_in_stages(argv_launch: list[str], run_dir: Path, args: argparse.Namespace) -> int:
     """The league run, in ``args.exploiter_rounds + 1`` stages with a main exploiter trained
     after each stage but the last and added to the anchors; the launcher's exit code."""
@@ -122,7 +115,7 @@ def train_in_stages(argv_launch: list[str], run_dir: Path, args: argparse.Namesp
         stop = args.steps * (stage + 1) // (rounds + 1) if stage < rounds else 0
         argv = [*argv_launch, "--set", f"run.stop_steps={stop}"]
         if stage > 0:
-            argv += ["--resume", str(run_dir), "--set", f"league.anchors={toml_list(anchors)}"]
+            argv += ["--resume", str(run_dir), "--set", f"league.anchors={toml_value(anchors)}"]
         with redirect_stdout(io.StringIO()):
             code = launch(argv)
         if code != 0 or stage == rounds:

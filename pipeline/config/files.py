@@ -123,7 +123,9 @@ def apply_override(data: dict[str, Any], key: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
-def _toml_value(value: Any) -> str:
+def toml_value(value: Any) -> str:
+    """``value`` (a bool, number, string or list of them) as TOML writes it, strings escaped:
+    for ``config.toml`` and for ``--set KEY=VALUE``."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):
@@ -131,7 +133,7 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, str):
         return '"' + "".join(_toml_char(ch) for ch in value) + '"'
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
     raise ConfigError(f"cannot write {shown(value)} to TOML")
 
 
@@ -147,7 +149,7 @@ def _toml_char(ch: str) -> str:
 def _toml_key(key: str) -> str:
     """A key as TOML writes it: bare when it is letters, digits, ``_`` and ``-``, else quoted."""
     bare = key and all(ch.isascii() and (ch.isalnum() or ch in "_-") for ch in key)
-    return key if bare else _toml_value(key)
+    return key if bare else toml_value(key)
 
 
 def check_writable(where: str, value: dict[str, Any]) -> None:
@@ -171,7 +173,7 @@ def to_toml(data: dict[str, Any]) -> str:
         subs = {k: v for k, v in node.items() if isinstance(v, dict)}
         if prefix:
             lines.append(f"[{prefix}]")
-        lines.extend(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in scalars.items())
+        lines.extend(f"{_toml_key(k)} = {toml_value(v)}" for k, v in scalars.items())
         lines.append("")
         for k, v in subs.items():
             table(f"{prefix}.{_toml_key(k)}" if prefix else _toml_key(k), v)
