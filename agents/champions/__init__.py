@@ -34,6 +34,9 @@ bench/RESULTS.md, "The champion as the league's teacher: ace2": 97.5 % against `
 98.4 % against ``random``, 86–100 % against six of the seven held-out tactics and 66 % against
 the seventh, ``skate`` (``ace``: 33 %); against ``ace`` itself it draws 94.5 % of its fights
 (2.5 % won, 3 % lost). The strongest of three fresh learners trained against it wins 58.5 %.
+It is the best of three seeds of its command: seeds 1 and 2 won 87.5–97.0 % against ``crank``,
+42–54 % against the weakest held-out tactic, and their exploiters 93–95 % (bench/RESULTS.md,
+"The same recipe on two more seeds").
 """
 
 from __future__ import annotations
