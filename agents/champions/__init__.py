@@ -35,7 +35,7 @@ bench/RESULTS.md, "The champion as the league's teacher: ace2": 97.5 % against `
 the seventh, ``skate`` (``ace``: 33 %); against ``ace`` itself it draws 94.5 % of its fights
 (2.5 % won, 3 % lost). The strongest of three fresh learners trained against it wins 58.5 %.
 It is the best of three seeds of its command: seeds 1 and 2 won 87.5–97.0 % against ``crank``,
-42–54 % against the weakest held-out tactic, and their exploiters 93–95 % (bench/RESULTS.md,
+42–54 % against the weakest held-out tactic, and their strongest exploiters 92.5–95.3 % (bench/RESULTS.md,
 "The same recipe on two more seeds").
 """
 
