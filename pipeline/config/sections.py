@@ -39,12 +39,6 @@ class RunConfig:
     at its end. Staged training uses it: ``bench/learn_league.py --exploiter-rounds`` trains
     exploiters of the policy between the stages."""
 
-    @property
-    def stop_at(self) -> int:
-        """The agent-steps this part of the run trains to: ``stop_steps`` when set, else
-        ``total_steps``."""
-        return self.stop_steps or self.total_steps
-
     run_dir: str = ""
     """Run directory (config, checkpoints, log); empty: ``runs/<UTC timestamp>``."""
     resume: str = ""
@@ -102,6 +96,12 @@ class RunConfig:
     of compiling per agent kind and process, cached on disk afterwards). When left out: on for
     CPU runs of 1M agent-steps or more, where it pays for itself; off on CUDA (the captured
     graph already replays the opponent)."""
+
+    @property
+    def stop_at(self) -> int:
+        """The agent-steps this part of the run trains to: ``stop_steps`` when set, else
+        ``total_steps``."""
+        return self.stop_steps or self.total_steps
 
 
 @dataclass(frozen=True)
