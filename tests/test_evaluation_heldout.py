@@ -13,5 +13,8 @@ def test_every_heldout_tactic_is_played_and_the_lowest_win_rate_reported():
     lowest, line = heldout_line(matches)
     rates = [m.wins / 4 for m in matches.values()]
     assert lowest == min(rates)
-    names = line.removeprefix("held-out: ").split()[::2]
-    assert names == [s.removeprefix("tactic:").removesuffix("?heldout") for s in HELDOUT]
+    assert line.startswith("held-out win/draw/loss: ")
+    fields = line.removeprefix("held-out win/draw/loss: ").split()
+    assert fields[::2] == [s.removeprefix("tactic:").removesuffix("?heldout") for s in HELDOUT]
+    for shown, m in zip(fields[1::2], matches.values(), strict=True):
+        assert [float(x) for x in shown.split("/")] == [round(k / 4, 3) for k in (m.wins, m.draws, m.losses)]
