@@ -19,6 +19,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -180,9 +181,13 @@ def test_prometheus_scrapes_pipeline_launch(tmp_path: Path) -> None:
         # The run really trained and the overlap came from the recorded trace.
         assert float(prom.query("sum(midrange_actor_agent_steps_total)")[0]["value"][1]) > 0
         assert float(prom.query("sum(midrange_learner_updates_total)")[0]["value"][1]) > 0
-        _wait_for_positive(prom, run, "sum(midrange_episodes_total)")
-        overlap = json.loads((run_dir / "trace.overlap.json").read_text())["overlap_fraction"]
-        assert float(prom.query("midrange_overlap_ratio")[0]["value"][1]) == pytest.approx(overlap)
+        _wait_until(prom, run, "sum(midrange_episodes_total)", lambda v: v > 0, "above 0")
+        # The report is written when the two traced iterations end, and the metric set after it
+        # is seen at the next scrape: wait for both rather than read them at one moment.
+        report = run_dir / "trace.overlap.json"
+        _wait_until(prom, run, "midrange_overlap_ratio",
+                    lambda v: report.is_file() and v == pytest.approx(json.loads(report.read_text())["overlap_fraction"]),
+                    f"equal to the overlap_fraction of {report.name}")
         # The scrape served while the run is busy is still promtool-clean.
         check = subprocess.run([PROMTOOL, "check", "metrics"], input=_get(url), capture_output=True, timeout=60)
         assert check.returncode == 0, (check.stdout + check.stderr).decode()
@@ -195,13 +200,16 @@ def test_prometheus_scrapes_pipeline_launch(tmp_path: Path) -> None:
     assert re.search(r"^stopped in [\d.]+s: [\d,]+ agent-steps .*, [1-9]\d* updates", output, re.M), output
 
 
-def _wait_for_positive(prom: PrometheusServer, run: subprocess.Popen, expr: str) -> None:
-    """Poll until ``expr`` has a value above zero (or fail with the run's output)."""
+def _wait_until(prom: PrometheusServer, run: subprocess.Popen, expr: str, ok: Callable[[float], bool],
+                what: str) -> None:
+    """Poll until ``expr`` has a value for which ``ok`` holds (or fail, saying what was awaited,
+    the last value and the run's output)."""
     deadline = time.monotonic() + DEADLINE_S
     while True:
         result = prom.query(expr)
-        if result and float(result[0]["value"][1]) > 0:
+        value = float(result[0]["value"][1]) if result else None
+        if value is not None and ok(value):
             return
         if run.poll() is not None or time.monotonic() > deadline:
-            raise AssertionError(f"{expr} never rose above 0\n" + _stop(run, "run"))
+            raise AssertionError(f"{expr} never became {what} (last value {value})\n" + _stop(run, "run"))
         time.sleep(1.0)
