@@ -23,10 +23,6 @@ def heldout_line(matches: dict[str, MatchStats]) -> tuple[float, str]:
     """The lowest win rate over the held-out tactics, and one line with each tactic's win, draw
     and loss rates (``held-out win/draw/loss: notch 0.912/0.080/0.008 sniper ...``): a fight
     drawn at the time limit and a fight lost are different failures."""
-    def rate(k: int, m: MatchStats) -> float:
-        return k / max(m.episodes, 1)
-
     shown = " ".join(f"{spec.removeprefix('tactic:').removesuffix('?heldout')} "
-                     f"{rate(m.wins, m):.3f}/{rate(m.draws, m):.3f}/{rate(m.losses, m):.3f}"
-                     for spec, m in matches.items())
-    return min(rate(m.wins, m) for m in matches.values()), f"held-out win/draw/loss: {shown}"
+                     + "/".join(f"{r:.3f}" for r in m.rates) for spec, m in matches.items())
+    return min(m.rates[0] for m in matches.values()), f"held-out win/draw/loss: {shown}"

@@ -33,11 +33,17 @@ class MatchStats:
         """Mean episode length in decision steps."""
         return self.total_length_steps / max(self.episodes, 1)
 
+    @property
+    def rates(self) -> tuple[float, float, float]:
+        """Win, draw and loss rates (0 each before any episode)."""
+        n = max(self.episodes, 1)
+        return self.wins / n, self.draws / n, self.losses / n
+
     def summary(self, decision_dt_s: float) -> dict:
         """Plain dict with rates, Wilson 95% intervals and lengths (for JSON)."""
         out = asdict(self)
-        for key, k in (("win", self.wins), ("draw", self.draws), ("loss", self.losses)):
-            out[f"{key}_rate"] = k / max(self.episodes, 1)
+        for key, k, rate in zip(("win", "draw", "loss"), (self.wins, self.draws, self.losses), self.rates, strict=True):
+            out[f"{key}_rate"] = rate
             out[f"{key}_ci95"] = list(wilson_interval(k, self.episodes))
         out["mean_length_steps"] = self.mean_length_steps
         out["mean_length_s"] = self.mean_length_steps * decision_dt_s
