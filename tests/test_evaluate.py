@@ -87,6 +87,8 @@ def test_each_start_is_played_from_both_sides():
     # The shooter beats the straight flyer from either side; the count is split evenly.
     stats = play_match("straight", "shooter", 10, SimConfig(scenario="head_on"), seed=0)
     assert stats.episodes == 10 and stats.losses == 10 and stats.wins == stats.draws == 0
+    assert stats.lost_by["kill"] == stats.end_reasons["kill"] == 10
+    assert sum(stats.won_by.values()) == 0 and sum(stats.lost_by.values()) == 10
     sim = BatchedSim(3, SimConfig(scenario="head_on"))
     red = make_agent("straight", 3, sim.layout)
     with pytest.raises(ValueError, match="blue agent has num_envs=2"):
@@ -106,6 +108,10 @@ def test_same_command_same_table_and_json(tmp_path):
     m = saved["matches"][0]
     assert m["opponent"] == "shooter" and m["episodes"] == 12
     assert m["wins"] + m["draws"] + m["losses"] == 12
+    # Every win and loss is counted once under how it ended, and within that reason's total.
+    assert sum(m["won_by"].values()) == m["wins"] and sum(m["lost_by"].values()) == m["losses"]
+    assert all(m["won_by"][r] + m["lost_by"][r] <= m["end_reasons"][r] for r in m["end_reasons"])
+    assert m["won_by"]["time_limit"] == m["lost_by"]["time_limit"] == 0
     assert m["win_ci95"][0] <= m["win_rate"] <= m["win_ci95"][1]
     assert m["mean_length_s"] == pytest.approx(m["mean_length_steps"] * 0.5)
     other_seed = main([*argv[:-4], "--seed", "4", "--batch", "6"])

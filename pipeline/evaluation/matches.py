@@ -27,6 +27,11 @@ class MatchStats:
     losses: int = 0
     total_length_steps: int = 0
     end_reasons: dict[str, int] = field(default_factory=lambda: dict.fromkeys(END_REASONS[1:], 0))
+    """Episodes by how they ended (``kill``, ``out_of_arena``, ``time_limit``, ...), both sides'."""
+    won_by: dict[str, int] = field(default_factory=lambda: dict.fromkeys(END_REASONS[1:], 0))
+    """The agent's wins by how they ended: ``out_of_arena`` counts the opponent flown out."""
+    lost_by: dict[str, int] = field(default_factory=lambda: dict.fromkeys(END_REASONS[1:], 0))
+    """The agent's losses by how they ended: ``out_of_arena`` counts the agent flown out."""
 
     @property
     def mean_length_steps(self) -> float:
@@ -138,7 +143,9 @@ def play_match(
             stats.losses += int((w == 1 - agent_side).sum())
             stats.draws += int((w == 2).sum())
             stats.total_length_steps += int(res["length_steps"].sum())
-            counts = torch.bincount(res["end_reason"], minlength=len(END_REASONS))
-            for i, name in enumerate(END_REASONS[1:], start=1):
-                stats.end_reasons[name] += int(counts[i])
+            for tally, which in ((stats.end_reasons, torch.ones_like(w, dtype=torch.bool)),
+                                 (stats.won_by, w == agent_side), (stats.lost_by, w == 1 - agent_side)):
+                counts = torch.bincount(res["end_reason"][which], minlength=len(END_REASONS))
+                for i, name in enumerate(END_REASONS[1:], start=1):
+                    tally[name] += int(counts[i])
     return stats
