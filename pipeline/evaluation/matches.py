@@ -143,9 +143,10 @@ def play_match(
             stats.losses += int((w == 1 - agent_side).sum())
             stats.draws += int((w == 2).sum())
             stats.total_length_steps += int(res["length_steps"].sum())
-            for tally, which in ((stats.end_reasons, torch.ones_like(w, dtype=torch.bool)),
-                                 (stats.won_by, w == agent_side), (stats.lost_by, w == 1 - agent_side)):
-                counts = torch.bincount(res["end_reason"][which], minlength=len(END_REASONS))
+            reason = res["end_reason"]
+            for tally, ended in ((stats.end_reasons, reason), (stats.won_by, reason[w == agent_side]),
+                                 (stats.lost_by, reason[w == 1 - agent_side])):
+                counts = torch.bincount(ended, minlength=len(END_REASONS))
                 for i, name in enumerate(END_REASONS[1:], start=1):
                     tally[name] += int(counts[i])
     return stats
