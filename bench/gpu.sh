@@ -13,7 +13,12 @@
 # evaluation against crank and random, and plain, the same launch as `launch` without the
 # profiler, to tell the profiler's cost from the run's), TESTS (pytest paths or node ids; default
 # every module holding gpu-marked tests), ACTOR_SECONDS (default 10),
-# PIPELINE_ARGS (more arguments for bench/pipeline.py, e.g. "--set ppo.compile=true").
+# PIPELINE_ARGS (more arguments for bench/pipeline.py, e.g. "--set ppo.compile=true"), SIM_ARGS
+# (more arguments for bench/sim.py, e.g. "--backend torch --peer-work"); league (not in the
+# default): the league bench (bench/learn_league.py, seed LEAGUE_SEED, default 0) trained on the GPU
+# with the CPU run's learning sizes (4 actors x 64 envs x 16 steps, 3 epochs of 2 minibatches,
+# learning rate 1e-3), a checkpoint every 20 s, so its learning curve gives the wall time to 95 %
+# against crank and random on the GPU (LEAGUE_ARGS: more bench arguments).
 # Exits non-zero if there is no CUDA device or any step failed; every step runs regardless.
 # Each compiled sim size compiles for about 48 s on a fresh H100 machine (bench/RESULTS.md), so on a
 # machine held for a few minutes give the sizes and a limit per step, e.g.
@@ -70,7 +75,8 @@ EOF
     | tee "$out/device.txt"
 # Only the modules that hold gpu-marked tests are collected (the others may import optional extras).
 wanted tests && step gpu-tests python -m pytest -m gpu -v -rs -p no:cacheprovider ${TESTS:-$(grep -l "pytest.mark.gpu" tests/test_*.py)}
-wanted sim && step sim python bench/sim.py --device cuda ${SIM_SIZES:+--sizes "$SIM_SIZES"}
+# --profile: the compiled step's kernels by device time at the largest size.
+wanted sim && step sim python bench/sim.py --device cuda --profile ${SIM_SIZES:+--sizes "$SIM_SIZES"} ${SIM_ARGS:-}
 wanted actor && step actor python bench/actor.py --device cuda --envs 8192 --rollout-len 32 \
     --seconds "${ACTOR_SECONDS:-10}"
 wanted pipeline && step pipeline python bench/pipeline.py --device cuda --quick ${PIPELINE_ARGS:-}
@@ -94,6 +100,14 @@ if wanted learn; then
         --run-dir "$out/run-learn" --display plain --metrics-port -1 --set run.eval_episodes=0 ${LEARN_ARGS:-}
     step learn-eval python -m pipeline.evaluate --agent "$out/run-learn" --opponents crank,random \
         --episodes 400 --seed 1000 --device cuda
+fi
+if wanted league; then
+    # The bench's own recipe and budget, the CPU's sizes: what changes is the device.
+    rm -rf "$out/run-league"
+    step league python bench/learn_league.py --seed "${LEAGUE_SEED:-0}" --run-dir "$out/run-league" \
+        --checkpoint-s 20 --set run.device=cuda --set actors.envs_per_actor=64 --set actors.rollout_len=16 \
+        --set ppo.update_epochs=3 --set ppo.num_minibatches=2 --set ppo.learning_rate=1e-3 \
+        --set ppo.entropy_coef=0.003 ${LEAGUE_ARGS:-}
 fi
 if wanted plain; then
     rm -rf "$out/run-plain"

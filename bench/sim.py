@@ -131,6 +131,42 @@ def profile_native(n: int, config: SimConfig, steps: int = 20) -> dict[str, floa
             "active_slot_fraction": float(sim.state.m_active.float().mean())}
 
 
+def profile_torch(n: int, device: torch.device, mode: str, config: SimConfig, steps: int = 8,
+                  rows: int = 20) -> dict[str, object]:
+    """Where a torch-path decision step's time goes: ``steps`` decisions of ``n`` environments in
+    ``mode`` (``eager``, ``compiled``) under ``torch.profiler``, after 100 into the steady state.
+    Returns the kernels (on CUDA; operators on the CPU) by self time, ``rows`` of them, and per
+    decision: the kernel launches and the device (CUDA) or CPU self time summed over them."""
+    from torch.profiler import ProfilerActivity, profile
+
+    sim = BatchedSim(n, config=config, device=device, seed=0, compile=mode == "compiled", backend="torch")
+    sim.reset()
+    bank = _action_bank(n, device)
+    for i in range(100):  # missiles in flight, episodes ending
+        sim.step(bank[i % len(bank)])
+    _sync(device)
+    cuda = device.type == "cuda"
+    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]
+    with profile(activities=activities) as prof:
+        for i in range(steps):
+            sim.step(bank[i % len(bank)])
+        _sync(device)
+    events = prof.key_averages()
+    if cuda:
+        kernels = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
+        self_us = [e.self_device_time_total for e in kernels]
+        sort_by = "self_device_time_total"
+    else:
+        kernels = [e for e in events if e.key.startswith("aten::")]
+        self_us = [e.self_cpu_time_total for e in kernels]
+        sort_by = "self_cpu_time_total"
+    return {
+        "table": events.table(sort_by=sort_by, row_limit=rows),
+        "launches_per_decision": sum(e.count for e in kernels) / steps,
+        "self_ms_per_decision": sum(self_us) / steps / 1e3,
+    }
+
+
 def bench_reference_loop(min_time_s: float, config: SimConfig) -> dict[str, float]:
     """The scalar reference, one environment, in a plain Python loop."""
     rng = random.Random(0)
@@ -188,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=None,
                         help="intra-op threads for torch and the native kernel (default: torch's)")
     parser.add_argument("--profile", action="store_true",
-                        help="also print where a native decision step's time goes (CPU, largest size)")
+                        help="also print where a decision step's time goes at the largest size: the "
+                             "native kernel's phases (CPU), the torch path's kernels (CUDA)")
     parser.add_argument("--backend", choices=("all", "torch", "native"), default="all",
                         help="which rows to run (native: CPU only)")
     args = parser.parse_args(argv)
@@ -255,6 +292,13 @@ def main(argv: list[str] | None = None) -> int:
               f"{prof['active_slot_fraction']:.0%} of missile slots in flight):")
         for key in ("step", "physics_and_closing", "observations", "actions_resets_python"):
             print(f"  {key:<24} {prof[key]:8.2f} ms  ({prof[key] / prof['step']:.0%})")
+    if args.profile and device.type == "cuda":
+        mode = "compiled" if "compiled" in modes else "eager"
+        kernels = profile_torch(top, device, mode, config)
+        print(f"\n{mode} decision step at N={top}, kernels by device time (8 decisions, steady state): "
+              f"{kernels['launches_per_decision']:.0f} kernel launches and "
+              f"{kernels['self_ms_per_decision']:.2f} ms of kernel time per decision")
+        print(kernels["table"])
     best_mode = max(modes, key=lambda m: results[(top, m)]["physics_env_steps_per_s"])
     best = results[(top, best_mode)]["physics_env_steps_per_s"]
     fields = {
