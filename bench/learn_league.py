@@ -5,7 +5,8 @@ learning-rate schedule), keeping a checkpoint every ``--checkpoint-s`` seconds; 
 
 - a learning curve: up to ``--curve-points`` of those checkpoints against the scripted ladder
   (agent-steps, wall time when it was written, win rate per opponent, the learner's league
-  rating as the run reported it then);
+  rating as the run reported it then), and the wall time of its first row at 95 % against
+  ``crank`` and ``random`` (``time_to_95_s``; ``none`` when no row gets there);
 - the final policy against every scripted opponent, ``--episodes`` per opponent from random
   starts, each start played from both sides (``pipeline.evaluate``), with Wilson intervals;
 - the final policy against every held-out tactic (:data:`agents.tactics.HELDOUT`, never met
@@ -190,15 +191,20 @@ def main(argv: list[str] | None = None) -> int:
     picks = sorted({round(i * (len(checkpoints) - 1) / max(args.curve_points - 1, 1))
                     for i in range(args.curve_points)})
     elo = reported_ratings(run_dir / "run.log")
+    time_to_95: float | None = None  # the first curve row at 95 % against crank and random
     print("learning curve (win rate per opponent, the learner's league rating as reported then):")
     for i in picks:
         ckpt = checkpoints[i]
         steps = int(read_checkpoint(ckpt)["extra"]["agent_steps"])
         curve = evaluate(str(ckpt), OPPONENTS, args.curve_episodes, seed=1000 + i)
         rating = next((r for s_, r in elo if s_ >= steps), elo[-1][1] if elo else None)
+        if time_to_95 is None and min(curve[o]["win_rate"] for o in ("crank", "random")) >= 0.95:
+            time_to_95 = ckpt.stat().st_mtime - born
         print(f"  {steps:>10,} steps  {ckpt.stat().st_mtime - born:7.0f}s  "
               + "  ".join(f"{o} {curve[o]['win_rate']:6.1%}" for o in OPPONENTS)
               + (f"  league rating {rating:.0f}" if rating is not None else ""), flush=True)
+    print("  first row at 95 % against crank and random: "
+          + (f"{time_to_95:.0f}s" if time_to_95 is not None else "none"), flush=True)
     final = str(run_dir / "checkpoints" / "latest.pt")
     t0 = time.perf_counter()
     results = evaluate(final, OPPONENTS, args.episodes, seed=args.seed + 7)
@@ -241,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
           f"win_ladder_min={ladder_min:.3f} win_heldout_min={heldout_min:.3f} exploit_win={exploit['win_rate']:.3f} "
           f"exploit_wins={exploit_wins} top_rated={top_label} agent_steps={args.steps} "
           f"exploiter_rounds={args.exploiter_rounds} "
+          f"time_to_95_s={f'{time_to_95:.0f}' if time_to_95 is not None else 'none'} "
           f"train_s={train_s:.0f} total_s={time.perf_counter() - start:.0f} quick={int(args.quick)}")
     if tmp is not None:
         tmp.cleanup()

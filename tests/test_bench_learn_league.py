@@ -42,7 +42,11 @@ def test_the_league_bench_runs_end_to_end(tmp_path):
     assert "herd" in pairs[::2] and "skate" in pairs[::2]
     assert min(float(x.split("/")[0]) for x in pairs[1::2]) == float(result["win_heldout_min"])
     # Two curve rows, and the round robin entered the scripted agents, a snapshot and the final.
-    assert len(re.findall(r"^\s+[\d,]+ steps\s+\d+s\s+crank", out, re.M)) == 2, out
+    rows = re.findall(r"^\s+[\d,]+ steps\s+(\d+)s\s+crank\s+([\d.]+)%\s+random\s+([\d.]+)%", out, re.M)
+    assert len(rows) == 2, out
+    # The time to 95 %: the first row at 95 % against both crank and random, if any.
+    first = next((int(t) for t, c, r in rows if min(float(c), float(r)) >= 95.0), None)
+    assert result["time_to_95_s"] == ("none" if first is None else str(first)), (result, rows)
     assert "round robin of 7 " in out, out
     assert (tmp_path / "run" / "league" / "league.json").is_file()
 
