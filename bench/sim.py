@@ -22,7 +22,11 @@ substeps=10)``; 36 observation floats per side against its 21; our step still ta
 exactly and sweeps the hit test). The reference loop runs the same config as the rows; the
 Gymnasium baseline always runs the default model.
 
-Usage: ``python bench/sim.py [--quick] [--peer-work] [--threads N] [--backend all|torch|native]
+On a CUDA device with Triton, a ``fused`` row runs the physics of a decision as one kernel
+(sim/fused.py, ``BatchedSim(backend="triton")``) with the observations compiled, against the
+``compiled`` row.
+
+Usage: ``python bench/sim.py [--quick] [--peer-work] [--threads N] [--backend all|torch|native|triton]
 [--device cpu|cuda] [--sizes 1,256,4096,65536] [--no-compile]``. The last line printed is
 ``RESULT key=value ...`` (with ``work=peer|default``, ``threads=`` and
 ``physics_env_steps_per_s=`` of the best row at the largest size).
@@ -42,6 +46,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sim import BatchedSim, SimConfig
+from sim.fused import unsupported as fused_unsupported
 from sim.reference.scalar import ReferenceSim
 from sim.scenarios import initial_conditions
 
@@ -71,8 +76,9 @@ def bench_batched(
 ) -> dict[str, float]:
     """Decision steps of ``n`` environments in ``mode`` (``eager``, ``compiled``: the torch
     path; ``native``: the CPU kernel); returns rates and the first-call (compile) time."""
-    backend = "native" if mode == "native" else "torch"
-    sim = BatchedSim(n, config=config, device=device, seed=0, compile=mode == "compiled", backend=backend)
+    backend = {"native": "native", "fused": "triton"}.get(mode, "torch")
+    sim = BatchedSim(n, config=config, device=device, seed=0, compile=mode in ("compiled", "fused"),
+                     backend=backend)
     sim.reset()
     bank = _action_bank(n, device)
     t0 = time.perf_counter()
@@ -134,12 +140,14 @@ def profile_native(n: int, config: SimConfig, steps: int = 20) -> dict[str, floa
 def profile_torch(n: int, device: torch.device, mode: str, config: SimConfig, steps: int = 8,
                   rows: int = 20) -> dict[str, object]:
     """Where a torch-path decision step's time goes: ``steps`` decisions of ``n`` environments in
-    ``mode`` (``eager``, ``compiled``) under ``torch.profiler``, after 100 into the steady state.
+    ``mode`` (``eager``, ``compiled``, ``fused``) under ``torch.profiler``, after 100 into the
+    steady state.
     Returns the kernels (on CUDA; operators on the CPU) by self time, ``rows`` of them, and per
     decision: the kernel launches and the device (CUDA) or CPU self time summed over them."""
     from torch.profiler import ProfilerActivity, profile
 
-    sim = BatchedSim(n, config=config, device=device, seed=0, compile=mode == "compiled", backend="torch")
+    sim = BatchedSim(n, config=config, device=device, seed=0, compile=mode in ("compiled", "fused"),
+                     backend="triton" if mode == "fused" else "torch")
     sim.reset()
     bank = _action_bank(n, device)
     for i in range(100):  # missiles in flight, episodes ending
@@ -226,8 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="store_true",
                         help="also print where a decision step's time goes at the largest size: the "
                              "native kernel's phases (CPU), the torch path's kernels (CUDA)")
-    parser.add_argument("--backend", choices=("all", "torch", "native"), default="all",
-                        help="which rows to run (native: CPU only)")
+    parser.add_argument("--backend", choices=("all", "torch", "native", "triton"), default="all",
+                        help="which rows to run (native: CPU only; triton: the fused kernel of "
+                             "sim/fused.py with compiled observations, CUDA only)")
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     if args.threads is not None:
@@ -269,6 +278,12 @@ def main(argv: list[str] | None = None) -> int:
         modes += ["eager"] if args.no_compile else ["eager", "compiled"]
     if args.backend in ("all", "native") and device.type == "cpu":
         modes.append("native")
+    if args.backend == "triton" or (args.backend == "all" and device.type == "cuda"):
+        reason = fused_unsupported(config, device)
+        if reason is None:
+            modes.append("fused")
+        elif args.backend == "triton":
+            parser.error(f"--backend triton: {reason}")
     print(f"{'N':>9} {'mode':>9} {'physics env-steps/s':>20} {'agent-steps/s':>15} {'x reference':>12} {'x async2':>9} {'1st call s':>10}")
     results: dict[tuple[int, str], dict[str, float]] = {}
     for n in sizes:
@@ -284,6 +299,8 @@ def main(argv: list[str] | None = None) -> int:
         if "native" in rate and len(rate) > 1:
             best_torch = max(v for m, v in rate.items() if m != "native")
             print(f"{n:>9} native/best torch = {rate['native'] / best_torch:.2f}x")
+        if "fused" in rate and "compiled" in rate:
+            print(f"{n:>9} fused/compiled = {rate['fused'] / rate['compiled']:.2f}x")
 
     top = max(sizes)
     if args.profile and device.type == "cpu":
@@ -292,8 +309,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{prof['active_slot_fraction']:.0%} of missile slots in flight):")
         for key in ("step", "physics_and_closing", "observations", "actions_resets_python"):
             print(f"  {key:<24} {prof[key]:8.2f} ms  ({prof[key] / prof['step']:.0%})")
-    if args.profile and device.type == "cuda":
-        mode = "compiled" if "compiled" in modes else "eager"
+    for mode in [m for m in ("compiled", "fused") if m in modes] or ["eager"]:
+        if not (args.profile and device.type == "cuda"):
+            break
         kernels = profile_torch(top, device, mode, config)
         print(f"\n{mode} decision step at N={top}, kernels by device time (8 decisions, steady state): "
               f"{kernels['launches_per_decision']:.0f} kernel launches and "
@@ -314,6 +332,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     if "compiled" in modes:
         fields["compiled_over_eager"] = f"{results[(top, 'compiled')]['physics_env_steps_per_s'] / results[(top, 'eager')]['physics_env_steps_per_s']:.2f}"
+    if "fused" in modes and "compiled" in modes:
+        fields["fused_over_compiled"] = f"{results[(top, 'fused')]['physics_env_steps_per_s'] / results[(top, 'compiled')]['physics_env_steps_per_s']:.2f}"
     if "native" in modes and len(modes) > 1:
         best_torch = max(results[(top, m)]["physics_env_steps_per_s"] for m in modes if m != "native")
         fields["native_over_torch"] = f"{results[(top, 'native')]['physics_env_steps_per_s'] / best_torch:.2f}"

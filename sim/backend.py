@@ -1,5 +1,6 @@
-"""Which backend steps a :class:`sim.batched.BatchedSim`: the torch tensor ops or the native
-C++ kernel of sim/native/, from the requested one, the device and what the kernel supports."""
+"""Which backend steps a :class:`sim.batched.BatchedSim`: the torch tensor ops, the native
+C++ kernel of sim/native/ or the fused Triton kernel of sim/fused.py, from the requested one, the
+device and what the kernel supports."""
 
 from __future__ import annotations
 
@@ -13,17 +14,25 @@ from sim.native import load as load_native
 from sim.native import load_error as native_load_error
 from sim.native import supports as native_supports
 
-BACKENDS = ("auto", "torch", "native")
+BACKENDS = ("auto", "torch", "native", "triton")
 """Values of ``BatchedSim(backend=...)``."""
 
 _warned_fallback = False
 
 
 def resolve_backend(backend: str, device: torch.device, config: SimConfig) -> str:
-    """``"torch"`` or ``"native"`` for a requested backend (see :class:`sim.batched.BatchedSim`)."""
+    """``"torch"``, ``"native"`` or ``"triton"`` for a requested backend (see
+    :class:`sim.batched.BatchedSim`). ``auto`` never picks ``triton``: it is asked for by name."""
     global _warned_fallback
     if backend == "torch":
         return "torch"
+    if backend == "triton":
+        from sim.fused import unsupported
+
+        reason = unsupported(config, device)
+        if reason is not None:
+            raise ValueError(f"backend='triton' cannot run here: {reason}")
+        return "triton"
     if backend == "native":
         if device.type != "cpu":
             raise ValueError(f"backend='native' runs on the CPU only, not on {device}")

@@ -78,6 +78,9 @@ class BatchedSim:
             (else torch, with one warning line if the build failed), torch on every other
             device. ``$MIDRANGE_SIM_BACKEND=torch`` turns ``auto`` into torch. Both backends
             pass the same parity suite against sim/reference/scalar.py; they agree to rounding.
+            ``"triton"``: a decision's physics and closing as one Triton kernel (sim/fused.py:
+            CUDA, or the CPU under ``TRITON_INTERPRET=1``; float32), the rest as the torch
+            path (``compile`` applies to the observations); asked for by name only.
     """
 
     def __init__(
@@ -104,7 +107,7 @@ class BatchedSim:
         self.config = config
         self.device = canonical_device(device)
         self.backend = resolve_backend(backend, self.device, config)
-        """The backend in use: ``"torch"`` or ``"native"``."""
+        """The backend in use: ``"torch"``, ``"native"`` or ``"triton"``."""
         # Refuse a batch that cannot fit before allocating any of it. Meta holds no data, and
         # the small sims that measure the estimate need no check.
         if self.device.type != "meta" and not _measuring.get():
@@ -138,6 +141,11 @@ class BatchedSim:
             hits=self._acc.hits.t(),
         )
         self._native = NativeKernel(self.state, self._acc, config) if self.backend == "native" else None
+        self._fused: Callable[..., None] | None = None
+        if self.backend == "triton":
+            from sim.fused import decision_physics  # imports Triton: only when asked for
+
+            self._fused = decision_physics
         # The two halves of one physics step are the compiled units: the decision loops over
         # them, so compile time does not grow with the number of substeps.
         self._move: Callable[..., None] = substep_move
@@ -289,11 +297,14 @@ class BatchedSim:
         s.f_fire_req.copy_(fire.t())
         if self._native is not None:
             return self._step_native()
-        acc.begin()
-        for _ in range(cfg.physics_steps_per_decision):
-            self._move(s, acc, cfg)
-            self._events(s, acc, cfg)
-        self._finish(s, acc, cfg)
+        if self._fused is not None:
+            self._fused(s, acc, cfg)
+        else:
+            acc.begin()
+            for _ in range(cfg.physics_steps_per_decision):
+                self._move(s, acc, cfg)
+                self._events(s, acc, cfg)
+            self._finish(s, acc, cfg)
         if self.observer is not None:
             self.observer.decision_end(s, acc)
         self._observe_into(s, cfg, self._final_obs)
