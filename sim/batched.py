@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -13,9 +12,10 @@ import torch
 from sim.actions import ActionChecker, check_action_tensor
 from sim.backend import BACKENDS, resolve_backend
 from sim.config import SimConfig
-from sim.device import canonical_device, peak_bytes, require_memory
+from sim.device import canonical_device, require_memory
 from sim.kernels import DecisionAccumulators, finish_decision, substep_events, substep_move
 from sim.layout import ObsLayout
+from sim.memory import bytes_per_env, measuring
 from sim.native import NativeKernel
 from sim.observe import build_obs, observe_into
 from sim.reach.missile import cached_tables
@@ -110,7 +110,7 @@ class BatchedSim:
         """The backend in use: ``"torch"``, ``"native"`` or ``"triton"``."""
         # Refuse a batch that cannot fit before allocating any of it. Meta holds no data, and
         # the small sims that measure the estimate need no check.
-        if self.device.type != "meta" and not _measuring.get():
+        if self.device.type != "meta" and not measuring():
             require_memory(self.estimate_bytes(num_envs, config), self.device, f"BatchedSim({num_envs} envs)")
         self.layout = ObsLayout.from_config(config)
         self.obs_dim = self.layout.size
@@ -192,7 +192,7 @@ class BatchedSim:
         config = SimConfig() if config is None else config
         if not isinstance(config, SimConfig):
             raise ValueError(f"config must be a SimConfig, got {type(config).__name__}")
-        return _bytes_per_env(config) * num_envs
+        return bytes_per_env(config) * num_envs
 
     # ------------------------------------------------------------------ episodes
 
@@ -361,46 +361,3 @@ class BatchedSim:
     @property
     def physics_steps_per_decision(self) -> int:
         return self.config.physics_steps_per_decision
-
-
-_measuring: ContextVar[bool] = ContextVar("sim_batched_measuring", default=False)
-"""Set while :func:`_bytes_per_env` builds its measurement sims."""
-
-MEASURED_ENVS = 256
-"""Batch size of the measurement behind :meth:`BatchedSim.estimate_bytes` (large enough that
-the few bytes not proportional to the batch round away)."""
-
-
-def _bytes_per_env(config: SimConfig) -> int:
-    """Peak bytes per environment of building, resetting and stepping a small CPU sim whose
-    every episode ends in the step (the data-dependent form then resets and observes them all:
-    its worst case)."""
-    # A physics step's temporaries are freed before the next one starts, so one physics step
-    # per decision has the same peak as many; and an episode one decision long ends in the
-    # step. Configs differing only in those fields share one measurement.
-    return _measure_bytes_per_env(config.replace(substeps=1, time_scale=1.0, max_time_s=config.dt_s))
-
-
-@functools.lru_cache(maxsize=32)
-def _measure_bytes_per_env(config: SimConfig) -> int:
-    n = MEASURED_ENVS
-    dtype = torch.int64 if config.action_mode == "discrete" else getattr(torch, config.dtype)
-
-    def run(sync_free: bool) -> None:
-        # The torch path allocates temporaries per phase; the native kernel works in place, so
-        # the torch path's peak bounds both (and is what accelerators run).
-        sim = BatchedSim(n, config, device="cpu", sync_free=sync_free, backend="torch")
-        sim.reset()
-        sim.step(torch.zeros(n, 2, 3, dtype=dtype, device="cpu"))
-
-    if config.obs_reach:
-        # The reach block's tables are the process's, shared by every sim of the config, not
-        # per-environment memory: measured here, outside the counting mode (where each of the
-        # shots' small ops would pass through Python), so the measurement sims only look them up.
-        cached_tables(config, "cpu", config.dtype)
-    token = _measuring.set(True)
-    try:
-        peak = max(peak_bytes(functools.partial(run, sync_free), device_type="cpu") for sync_free in (False, True))
-    finally:
-        _measuring.reset(token)
-    return -(-peak // n)
