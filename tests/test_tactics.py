@@ -135,7 +135,14 @@ def test_specs_resolve_and_bad_ones_are_refused_in_one_line():
     for spec, message in [
         ("tactic:kamikaze", "unknown tactic 'kamikaze' in 'tactic:kamikaze': expected one of pump, notch, "),
         ("tactic:pump?sometimes", "tactic spec 'tactic:pump?sometimes': after '?' expected one of random, train, "
-                                  "heldout, got 'sometimes'"),
+                                  "heldout or PARAM=VALUE, got 'sometimes'"),
+        ("tactic:pump?random&train", "tactic spec 'tactic:pump?random&train': at most one of random, train, heldout"),
+        ("tactic:skate?wings=2", "tactic spec 'tactic:skate?wings=2': no parameter 'wings' (parameters: "),
+        ("tactic:skate?defend_tti_s=99", "tactic spec 'tactic:skate?defend_tti_s=99': range defend_tti_s=(99.0, 99.0) "
+                                         "must be ordered and inside its documented range (10.0, 40.0)"),
+        ("tactic:skate?defend_tti_s=40:30", "tactic spec 'tactic:skate?defend_tti_s=40:30': range defend_tti_s="),
+        ("tactic:skate?defend_tti_s=nan", "tactic spec 'tactic:skate?defend_tti_s=nan': 'defend_tti_s=nan' must be "
+                                          "PARAM=VALUE or PARAM=LOW:HIGH with numbers"),
         ("tactic:sniper?train", "tactic spec 'tactic:sniper?train': sniper has no train ranges (it has: random, "
                                 "heldout)"),
     ]:
@@ -146,6 +153,23 @@ def test_specs_resolve_and_bad_ones_are_refused_in_one_line():
             check_agent_spec("league.anchors", spec)
     check_agent_spec("league.anchors", "tactic:pump?train")  # accepted
     assert make_agent("crank", 2, LAYOUT).__class__.__name__ == "CrankAgent"  # plain names unchanged
+
+
+def test_a_spec_fixes_a_parameter_or_narrows_its_draw():
+    fixed = make_agent("tactic:skate?defend_tti_s=35", 64, LAYOUT)
+    assert torch.equal(fixed.param("defend_tti_s"), torch.full((64,), 35.0))
+    assert torch.equal(fixed.param("leave_angle_deg"), torch.full((64,), 150.0))  # the rest: defaults
+    narrowed = make_agent("tactic:skate?heldout&defend_tti_s=30:40&leave_angle_deg=170", 64, LAYOUT, seed=3)
+    tti = narrowed.param("defend_tti_s").clone()
+    assert bool(((tti >= 30.0) & (tti <= 40.0)).all()) and float(tti.std()) > 1.0
+    assert torch.equal(narrowed.param("leave_angle_deg"), torch.full((64,), 170.0))
+    launch = narrowed.param("launch_fraction")  # still the held-out draw
+    lo, hi = HELDOUT_RANGES["skate"]["launch_fraction"]
+    assert bool(((launch >= lo) & (launch <= hi)).all()) and float(launch.std()) > 0.01
+    narrowed.reset(torch.ones(64, dtype=torch.bool))
+    assert not torch.equal(narrowed.param("defend_tti_s"), tti)  # redrawn per episode
+    assert torch.equal(narrowed.param("leave_angle_deg"), torch.full((64,), 170.0))
+    assert parse_tactic_spec("tactic:pump?train")[1] is TRAINING_RANGES["pump"]  # the split itself
 
 
 def test_heldout_specs_never_meet_training_ones():
