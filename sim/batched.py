@@ -192,7 +192,7 @@ class BatchedSim:
         config = SimConfig() if config is None else config
         if not isinstance(config, SimConfig):
             raise ValueError(f"config must be a SimConfig, got {type(config).__name__}")
-        return bytes_per_env(config) * num_envs
+        return bytes_per_env(config, cls) * num_envs
 
     # ------------------------------------------------------------------ episodes
 

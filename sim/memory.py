@@ -4,7 +4,9 @@ than written down (:meth:`~sim.batched.BatchedSim.estimate_bytes`)."""
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from contextvars import ContextVar
+from typing import Any
 
 import torch
 
@@ -20,27 +22,26 @@ MEASURED_ENVS = 256
 the few bytes not proportional to the batch round away)."""
 
 
-def bytes_per_env(config: SimConfig) -> int:
-    """Peak bytes per environment of building, resetting and stepping a small CPU sim whose
-    every episode ends in the step (the data-dependent form then resets and observes them all:
-    its worst case)."""
+def bytes_per_env(config: SimConfig, sim_type: Callable[..., Any]) -> int:
+    """Peak bytes per environment of building (``sim_type``: :class:`~sim.batched.BatchedSim`,
+    which calls this, so the two modules do not import each other), resetting and stepping a
+    small CPU sim whose every episode ends in the step (the data-dependent form then resets and
+    observes them all: its worst case)."""
     # A physics step's temporaries are freed before the next one starts, so one physics step
     # per decision has the same peak as many; and an episode one decision long ends in the
     # step. Configs differing only in those fields share one measurement.
-    return _measure_bytes_per_env(config.replace(substeps=1, time_scale=1.0, max_time_s=config.dt_s))
+    return _measure_bytes_per_env(config.replace(substeps=1, time_scale=1.0, max_time_s=config.dt_s), sim_type)
 
 
 @functools.lru_cache(maxsize=32)
-def _measure_bytes_per_env(config: SimConfig) -> int:
+def _measure_bytes_per_env(config: SimConfig, sim_type: Callable[..., Any]) -> int:
     n = MEASURED_ENVS
     dtype = torch.int64 if config.action_mode == "discrete" else getattr(torch, config.dtype)
 
     def run(sync_free: bool) -> None:
         # The torch path allocates temporaries per phase; the native kernel works in place, so
         # the torch path's peak bounds both (and is what accelerators run).
-        from sim.batched import BatchedSim  # the sim imports this module
-
-        sim = BatchedSim(n, config, device="cpu", sync_free=sync_free, backend="torch")
+        sim = sim_type(n, config, device="cpu", sync_free=sync_free, backend="torch")
         sim.reset()
         sim.step(torch.zeros(n, 2, 3, dtype=dtype, device="cpu"))
 
