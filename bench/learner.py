@@ -54,16 +54,10 @@ def time_updates(compile_loss: bool, data: dict, warmup: int, updates: int,
     config = resolve(data, device=device)
     layout = ObsLayout.from_config(config.sim)
 
-    def build(on: str) -> PPOLearner:
-        teacher = make_teacher(config, layout, torch.device(on)) if config.ppo.teacher else None
-        return PPOLearner(config.ppo, layout.size, ActionSpec.for_sim(config.sim), device=on, teacher=teacher)
-
-    learner = build("cpu")
+    teacher = make_teacher(config, layout, torch.device(device)) if config.ppo.teacher else None
+    learner = PPOLearner(config.ppo, layout.size, ActionSpec.for_sim(config.sim), device=device, teacher=teacher)
     steps = config.actors.rollout_len
     batch = synthetic_batch(learner, steps, config.samples_per_batch // steps, seed=0)
-    if device != "cpu":
-        learner = build(device)
-        batch = batch.to(device)
 
     def sync() -> None:
         if device.startswith("cuda"):

@@ -25,18 +25,23 @@ from learner.spaces import ActionSpec
 
 
 def synthetic_batch(learner: PPOLearner, t: int, b: int, seed: int) -> RolloutBatch:
-    """A batch acted by ``learner``'s policy on random observations with random rewards."""
+    """A batch acted by ``learner``'s policy on random observations with random rewards, on the
+    learner's device (drawn on the CPU, so the same seed gives the same batch on any device)."""
     g = torch.Generator().manual_seed(seed)
     d = learner.policy.obs_dim
     obs = torch.randn(t, b, d, generator=g) * 3.0 + float(seed % 5)
-    actions, log_probs, values = learner.policy.act(obs.reshape(t * b, d))
     u = torch.rand(t, b, generator=g)
+    rewards, bootstrap, next_values = torch.randn(t, b, generator=g), torch.randn(t, b, generator=g), \
+        torch.randn(b, generator=g)
+    obs = obs.to(learner.device)
+    actions, log_probs, values = learner.policy.act(obs.reshape(t * b, d))
+    on = learner.device
     return RolloutBatch(
         obs=obs, actions=actions.reshape(t, b, -1), log_probs=log_probs.reshape(t, b),
-        values=values.reshape(t, b), rewards=torch.randn(t, b, generator=g),
-        terminated=u < 0.05, truncated=(u >= 0.05) & (u < 0.08),
-        bootstrap_values=torch.randn(t, b, generator=g), next_values=torch.randn(b, generator=g),
-        policy_versions=torch.full((b,), learner.policy_version, dtype=torch.int64),
+        values=values.reshape(t, b), rewards=rewards.to(on),
+        terminated=(u < 0.05).to(on), truncated=((u >= 0.05) & (u < 0.08)).to(on),
+        bootstrap_values=bootstrap.to(on), next_values=next_values.to(on),
+        policy_versions=torch.full((b,), learner.policy_version, dtype=torch.int64, device=on),
     )
 
 
