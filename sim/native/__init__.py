@@ -201,6 +201,9 @@ class NativeKernel:
             config.obs_incoming_missiles, config.obs_own_missiles, layout.size,
         ]
         self._reach_params(config)
+        self.fparams_tensor = torch.tensor(self.fparams, dtype=torch.float64)
+        """``fparams`` as the ops take it: built once, since with the reach table it holds over a
+        thousand values that a list argument would convert one by one on every call."""
 
     def _reach_params(self, config: SimConfig) -> None:
         """The reach block's tables (the process's cached ones, in the state's dtype: the values
@@ -223,9 +226,9 @@ class NativeKernel:
         the observations into both ``final_obs`` and ``obs``; the accumulators are rewritten
         for every environment."""
         torch.ops.midrange_sim.decision_step(
-            self.state, self.acc, obs, final_obs, self.fparams, self.iparams, self.writes_obs
+            self.state, self.acc, obs, final_obs, self.fparams_tensor, self.iparams, self.writes_obs
         )
 
     def observe(self, env_index: torch.Tensor, out: torch.Tensor) -> None:
         """Observations of the environments ``env_index`` (int64) into their rows of ``out``."""
-        torch.ops.midrange_sim.observe(self.state, env_index, out, self.fparams, self.iparams)
+        torch.ops.midrange_sim.observe(self.state, env_index, out, self.fparams_tensor, self.iparams)

@@ -135,11 +135,21 @@ void observe_impl(const std::vector<at::Tensor>& state, const at::Tensor& env_in
   });
 }
 
+// The float parameters arrive as one float64 tensor built once per simulator: with the reach
+// table that is over a thousand values, which a float[] argument would box one by one per call.
+std::vector<double> float_params(const at::Tensor& fparams) {
+  TORCH_CHECK(fparams.device().is_cpu() && fparams.scalar_type() == at::kDouble && fparams.dim() == 1 &&
+                  fparams.is_contiguous(),
+              "midrange_sim: fparams must be a contiguous 1-D float64 CPU tensor");
+  const double* p = fparams.data_ptr<double>();
+  return std::vector<double>(p, p + fparams.numel());
+}
+
 void decision_step(at::TensorList state, at::TensorList acc, at::Tensor obs, at::Tensor final_obs,
-                   at::ArrayRef<double> fparams, at::IntArrayRef iparams, bool write_obs) {
+                   at::Tensor fparams, at::IntArrayRef iparams, bool write_obs) {
   const std::vector<at::Tensor> s(state.begin(), state.end());
   const std::vector<at::Tensor> a(acc.begin(), acc.end());
-  const std::vector<double> f(fparams.begin(), fparams.end());
+  const std::vector<double> f = float_params(fparams);
   const std::vector<int64_t> i(iparams.begin(), iparams.end());
   const auto dtype = s.at(S_F_PX).scalar_type();
   if (dtype == at::kFloat) {
@@ -151,10 +161,10 @@ void decision_step(at::TensorList state, at::TensorList acc, at::Tensor obs, at:
   }
 }
 
-void observe(at::TensorList state, at::Tensor env_index, at::Tensor out, at::ArrayRef<double> fparams,
+void observe(at::TensorList state, at::Tensor env_index, at::Tensor out, at::Tensor fparams,
              at::IntArrayRef iparams) {
   const std::vector<at::Tensor> s(state.begin(), state.end());
-  const std::vector<double> f(fparams.begin(), fparams.end());
+  const std::vector<double> f = float_params(fparams);
   const std::vector<int64_t> i(iparams.begin(), iparams.end());
   const auto dtype = s.at(S_F_PX).scalar_type();
   if (dtype == at::kFloat) {
@@ -171,8 +181,8 @@ void observe(at::TensorList state, at::Tensor env_index, at::Tensor out, at::Arr
 TORCH_LIBRARY(midrange_sim, m) {
   m.def(
       "decision_step(Tensor(a!)[] state, Tensor(b!)[] acc, Tensor(c!) obs, Tensor(d!) final_obs, "
-      "float[] fparams, int[] iparams, bool write_obs) -> ()");
-  m.def("observe(Tensor[] state, Tensor env_index, Tensor(a!) out, float[] fparams, int[] iparams) -> ()");
+      "Tensor fparams, int[] iparams, bool write_obs) -> ()");
+  m.def("observe(Tensor[] state, Tensor env_index, Tensor(a!) out, Tensor fparams, int[] iparams) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(midrange_sim, CPU, m) {

@@ -1,5 +1,5 @@
-// The model's parameters as the ops receive them (two flat lists built by sim/native/__init__.py,
-// NativeKernel), unpacked and checked once per call.
+// The model's parameters as the ops receive them (a float64 tensor and an int list built by
+// sim/native/__init__.py, NativeKernel), unpacked and checked once per call.
 
 #pragma once
 
