@@ -16,7 +16,8 @@ learning-rate schedule), keeping a checkpoint every ``--checkpoint-s`` seconds; 
   Bradley–Terry ratings: ``top_rated`` says who came first;
 - ``exploit_win``: the win rate against the frozen final policy of the strongest of three fresh
   learners trained against it for 4M agent-steps each, over 400 episodes (``bench/exploit.py``):
-  how exploitable it is.
+  how exploitable it is. Their runs are kept in ``RUN/exploiters/final/exploiterN``, so how they
+  beat the policy can be watched (``pipeline.evaluate --record``).
 
 With ``--exploiter-rounds K`` the training is cut into K + 1 equal stages of the one run
 (``run.stop_steps``, then ``--resume``: one learning-rate schedule still); after each of the
@@ -236,7 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     ladder_min = min(results[o]["win_rate"] for o in LADDER)
     exploit, exploiters = strongest_exploiter(final, 1 if args.quick else 3,
                                               *((40_960, 16) if args.quick else (4_000_000, 400)),
-                                              seed=args.seed + 101, quick=args.quick)
+                                              seed=args.seed + 101, run_dir=run_dir / "exploiters" / "final",
+                                              quick=args.quick)
     print("\nexploiters (fresh learners against the frozen final policy):")
     for match in exploiters:
         print("  " + match_line(match, "final"))

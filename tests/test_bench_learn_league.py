@@ -34,6 +34,8 @@ def test_the_league_bench_runs_end_to_end(tmp_path):
     lines = re.findall(r"^\s+exploiter seed \d+ against final: win ([\d.]+)%", out, re.M)
     assert len(lines) == 1 and result["exploit_wins"] == f"{float(result['exploit_win']):.3f}", out
     assert abs(float(lines[0]) / 100 - float(result["exploit_win"])) < 0.001, out
+    # Its run is kept beside the league's, to be watched against the final.
+    assert (tmp_path / "run" / "exploiters" / "final" / "exploiter0" / "checkpoints" / "latest.pt").is_file()
     # Every held-out tactic on a line of its own, its lowest win rate the RESULT's.
     held = re.search(r"^\s+held-out win/draw/loss: (.*)$", out, re.M)
     assert held is not None, out
