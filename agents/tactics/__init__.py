@@ -25,6 +25,7 @@ import torch
 from agents.tactics.base import Ranges, TacticAgent, check_ranges
 from agents.tactics.defence import DragTactic, EarlyTactic, NotchTactic, PumpTactic
 from agents.tactics.offence import (
+    BluffTactic,
     EnergyTactic,
     HerdParams,
     HerdTactic,
@@ -40,7 +41,7 @@ from sim.layout import ObsLayout
 TACTICS: dict[str, type[TacticAgent]] = {
     cls.name: cls
     for cls in (PumpTactic, NotchTactic, DragTactic, EarlyTactic, SniperTactic, LateTactic, LadderTactic,
-                SkateTactic, EnergyTactic, HerdTactic)
+                SkateTactic, EnergyTactic, HerdTactic, BluffTactic)
 }
 """Every tactic by name."""
 
@@ -120,6 +121,7 @@ __all__ = [
     "TACTICS",
     "TRAINING",
     "TRAINING_RANGES",
+    "BluffTactic",
     "DragTactic",
     "EarlyTactic",
     "EnergyTactic",

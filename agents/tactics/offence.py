@@ -1,5 +1,6 @@
 """Tactics built around when and how to shoot: no-escape shots, late shots, two-shot ladders,
-launch-and-leave, and keeping energy by turning less.
+launch-and-leave, keeping energy by turning less, long shots that herd, and bluffs from outside
+the reach.
 
 Each is a :class:`~agents.tactics.base.TacticAgent`; see :mod:`agents.tactics.defence` for the
 terms. All of them drag (put dead behind, full throttle) a live inbound missile whose time to
@@ -203,4 +204,43 @@ class HerdTactic(TacticAgent):
         """Defend, or pursue and keep firing from long range."""
         rudder, threatened = self.drag(obs, self.pursuit(obs), self.param("defend_tti_s"))
         fire = self.shot(obs, self.param("launch_fraction"), max_in_flight=torch.floor(self.param("max_in_flight")))
+        return rudder, torch.ones_like(rudder), fire & ~threatened
+
+
+@dataclass(frozen=True)
+class BluffParams:
+    """Parameters of ``bluff``."""
+
+    bluff_fraction: float = 2.0
+    """Bluff from up to this multiple of the reach against the enemy flying straight (1.3–3.0)."""
+    max_in_flight: float = 2.0
+    """Bluff again while fewer than this many own missiles fly (1–3, rounded down)."""
+    reserve: float = 2.0
+    """Keep this many missiles (0–3, rounded down) for a real shot."""
+    launch_fraction: float = 0.85
+    """Fire the reserve at this fraction of the reach (0.7–1.0), one missile in the air at a time."""
+    defend_tti_s: float = 20.0
+    """Drag a live inbound missile with a time to impact under this (10–40)."""
+
+
+class BluffTactic(TacticAgent):
+    """**Bluff from outside the reach.** Pure pursuit and shots from far outside the range any
+    missile could cover, several in the air: they cannot hit, but an enemy that turns and runs
+    from every inbound missile is driven off (and out of the arena). The last ``reserve``
+    missiles are kept for a real shot from inside the reach."""
+
+    name = "bluff"
+    params_type = BluffParams
+    ranges = MappingProxyType({"bluff_fraction": (1.3, 3.0), "max_in_flight": (1.0, 3.0), "reserve": (0.0, 3.0),
+                               "launch_fraction": (0.7, 1.0), "defend_tti_s": (10.0, 40.0)})
+
+    def commands(self, obs: torch.Tensor) -> Commands:
+        """Defend, or pursue and bluff while missiles beyond the reserve remain, then shoot."""
+        rudder, threatened = self.drag(obs, self.pursuit(obs), self.param("defend_tti_s"))
+        left = self.col(obs, "own.missiles_left") * self.sim_config.missiles_per_fighter
+        bluffing = left > torch.floor(self.param("reserve")) + 0.5
+        fire = torch.where(bluffing,
+                           self.shot(obs, self.param("bluff_fraction"),
+                                     max_in_flight=torch.floor(self.param("max_in_flight"))),
+                           self.shot(obs, self.param("launch_fraction")))
         return rudder, torch.ones_like(rudder), fire & ~threatened

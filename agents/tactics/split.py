@@ -3,8 +3,8 @@
 A fighter is judged on tactics it never met: :data:`HELDOUT` specs are for evaluation only and
 must never be a training opponent or a league anchor (tests/test_tactics.py checks the league's
 default anchors). Four tactics are held out whole (``notch``, ``sniper``, ``skate``, ``herd``,
-the last the trick a learner trained against ``ace`` found: bench/RESULTS.md, "``herd``"); three
-are only trained against (``early``, ``energy``, ``ladder``); three are shared (``pump``,
+the last the trick a learner trained against ``ace`` found: bench/RESULTS.md, "``herd``"); four
+are only trained against (``early``, ``energy``, ``ladder``, ``bluff``); three are shared (``pump``,
 ``drag``, ``late``) with parameter ranges that are disjoint for every parameter, so a held-out
 ``pump`` never flies with a parameter a training ``pump`` could have drawn.
 """
@@ -25,6 +25,8 @@ TRAINING_RANGES: dict[str, Ranges] = {
                "defend_tti_s": (8.0, 30.0)},
     "ladder": {"launch_fraction": (0.7, 1.0), "second_gap_s": (1.0, 10.0), "second_fraction": (0.5, 1.0),
                "crank_angle_deg": (20.0, 60.0), "defend_tti_s": (10.0, 40.0)},
+    "bluff": {"bluff_fraction": (1.3, 3.0), "max_in_flight": (1.0, 3.0), "reserve": (0.0, 3.0),
+              "launch_fraction": (0.7, 1.0), "defend_tti_s": (10.0, 40.0)},
 }
 """Per training tactic, the range each parameter is drawn from (``tactic:NAME?train``)."""
 
