@@ -17,6 +17,7 @@ from agents.tactics import (
     TACTICS,
     TRAINING,
     TRAINING_RANGES,
+    BluffTactic,
     DragTactic,
     EarlyTactic,
     EnergyTactic,
@@ -245,6 +246,19 @@ def test_early_defender_turns_cold_before_the_enemy_fires():
                    enemy__bearing_cos=[math.cos(0.2)] * 2, enemy__bearing_sin=[math.sin(0.2)] * 2,
                    enemy__nose_on_cos=[1.0, 0.0])
     assert rudder(EarlyTactic(2, LAYOUT).act(obs)) == [-1, 1]  # pointed at: leave; not: pursue
+
+
+def test_bluff_fires_from_outside_the_reach_and_keeps_its_reserve_for_a_real_shot():
+    tables = missile_tables(SimConfig()).to("cpu", torch.float32)
+    reach = float(own_reach_straight(make_obs(1), LAYOUT, tables))
+    ranges = [1.5 * reach, 2.5 * reach, 0.8 * reach]
+    # Six missiles left (the default), reserve 2, bluffs from up to 2 reaches: the shot from
+    # 1.5 reaches goes, the one from 2.5 does not, and so does one well inside the reach.
+    full = make_obs(3, enemy__range=[r / RANGE_SCALE_M for r in ranges])
+    assert BluffTactic(3, LAYOUT).act(full)[:, 2].tolist() == [1, 0, 1]
+    # Down to the reserve (two of six): only the shot inside the reach (0.85 of it) goes.
+    reserve = make_obs(3, enemy__range=[r / RANGE_SCALE_M for r in ranges], own__missiles_left=2 / 6)
+    assert BluffTactic(3, LAYOUT).act(reserve)[:, 2].tolist() == [0, 0, 1]
 
 
 def test_energy_keeper_turns_less():
