@@ -1,5 +1,5 @@
-"""Reward presets: ``zero``, ``outcome``, ``draw``, ``launch``, ``wasted``, ``closing``, ``hunt`` and
-``shaped``."""
+"""Reward presets: ``zero``, ``outcome``, ``draw``, ``launch``, ``wasted``, ``closing``, ``hunt``,
+``disarmed``, ``edge``, ``press`` and ``shaped``."""
 
 from __future__ import annotations
 
@@ -182,6 +182,52 @@ class EdgeReward(BaseReward):
         """``Φ`` of each observation ``[N]``: 0 inside the inner 80 %, −1 at and past the edge."""
         d = torch.maximum(obs[:, self.i_x].abs(), obs[:, self.i_y].abs()).float()
         return -((d - EDGE_BAND_START) / (1.0 - EDGE_BAND_START)).clamp(0.0, 1.0)
+
+    def compute(self, obs_before, obs_after, action, done, info: StepInfo) -> torch.Tensor:
+        """``[N]`` float32: ``Φ(obs_after) − Φ(obs_before)``."""
+        check_inputs(obs_before, obs_after, action, done, info)
+        return self.potential(obs_after) - self.potential(obs_before)
+
+
+class PressReward(BaseReward):
+    """The change of a potential that rises from 0 to 1 as the *enemy* crosses the arena's outer
+    band, while it is alive: ``Φ = clamp((d_e − EDGE_BAND_START) / (1 − EDGE_BAND_START), 0, 1)``,
+    with ``d_e`` the enemy's larger coordinate over the arena's half width, found from the own
+    position and heading and the enemy's range and bearing; ``Φ = 0`` once it is dead.
+    ``Φ(after) − Φ(before)``.
+
+    :class:`EdgeReward`'s mirror: a tactic that turns away from each threat (``pump``) is
+    beaten by pressing it until it runs out of room, a chase paid only at its end, if the time
+    limit does not come first. This term pays each kilometre the enemy is pressed into the band
+    and takes it back when the enemy dies (of a missile or out of the arena), so its episode
+    total is ``Φ`` at the end: 0 for a fight won, the enemy's depth in the band for one drawn
+    with the enemy pressed against the edge. It shapes the chase and leaves the outcome's price
+    as it is.
+    """
+
+    def __init__(self, device: torch.device | str = "cpu", layout: ObsLayout | None = None,
+                 sim_config: SimConfig | None = None):
+        super().__init__(device)
+        layout = layout if layout is not None else ObsLayout(1, 1)
+        self.own = [layout.index(f"own.{f}") for f in ("x", "y", "heading_cos", "heading_sin")]
+        self.enemy = [layout.index(f"enemy.{f}") for f in ("alive", "range", "bearing_cos", "bearing_sin")]
+        config = sim_config if sim_config is not None else SimConfig()
+        self.range_to_half = RANGE_SCALE_M / config.arena_half_width_m
+
+    def enemy_position(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The enemy's world position over the arena's half width, ``[N]`` each."""
+        x, y, nx, ny = (obs[:, i].float() for i in self.own)
+        _, rng, bc, bs = (obs[:, i].float() for i in self.enemy)
+        r = rng * self.range_to_half
+        return x + r * (bc * nx - bs * ny), y + r * (bc * ny + bs * nx)
+
+    def potential(self, obs: torch.Tensor) -> torch.Tensor:
+        """``Φ`` of each observation ``[N]``: 0 with the enemy inside the inner 80 % or dead, 1
+        with it at or past the edge and alive."""
+        ex, ey = self.enemy_position(obs)
+        d = torch.maximum(ex.abs(), ey.abs())
+        band = ((d - EDGE_BAND_START) / (1.0 - EDGE_BAND_START)).clamp(0.0, 1.0)
+        return torch.where(obs[:, self.enemy[0]] > 0.5, band, 0.0)
 
     def compute(self, obs_before, obs_after, action, done, info: StepInfo) -> torch.Tensor:
         """``[N]`` float32: ``Φ(obs_after) − Φ(obs_before)``."""

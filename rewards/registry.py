@@ -19,6 +19,7 @@ from rewards.presets import (
     HuntReward,
     LaunchReward,
     OutcomeReward,
+    PressReward,
     ShapedReward,
     WastedLaunchReward,
     ZeroReward,
@@ -36,6 +37,7 @@ PRESETS: dict[str, type[BaseReward]] = {
     "hunt": HuntReward,
     "disarmed": DisarmedReward,
     "edge": EdgeReward,
+    "press": PressReward,
     "shaped": ShapedReward,
 }
 """Reward presets by name."""

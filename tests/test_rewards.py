@@ -230,6 +230,50 @@ def test_edge_over_a_whole_fight_is_its_potential_at_the_end():
     torch.testing.assert_close(total, last - start)
 
 
+def test_press_finds_the_enemy_where_the_sim_has_it_and_prices_its_band():
+    config = SimConfig()
+    sim = BatchedSim(16, config, seed=3)
+    obs = sim.reset()
+    gen = torch.Generator().manual_seed(1)
+    for _ in range(40):  # random flying, so headings and bearings are all over the circle
+        obs = sim.step(torch.randint(0, 2, (16, 2, 3), generator=gen)).obs
+    press = make_reward("press", layout=sim.layout, sim_config=config)
+    half = config.arena_half_width_m
+    for side in (0, 1):
+        ex, ey = press.enemy_position(obs[:, side])
+        st = sim.state
+        torch.testing.assert_close(ex, st.f_px[1 - side].float() / half, atol=1e-4, rtol=0)
+        torch.testing.assert_close(ey, st.f_py[1 - side].float() / half, atol=1e-4, rtol=0)
+    # The band: own fighter at the centre heading +x, the enemy dead ahead at 0.5, 0.9 and 1.2
+    # half widths (1.2: past the edge, alive for this one step), and one dead at 0.9.
+    x, y = LAYOUT.index("own.x"), LAYOUT.index("own.y")
+    obs_before, obs_after, action, done, info = fake_step(n=4)
+    for o in (obs_before, obs_after):
+        o[:, [x, y]] = 0.0
+        o[:, LAYOUT.index("own.heading_cos")], o[:, LAYOUT.index("own.heading_sin")] = 1.0, 0.0
+        o[:, LAYOUT.index("enemy.bearing_cos")], o[:, LAYOUT.index("enemy.bearing_sin")] = 1.0, 0.0
+        o[:, LAYOUT.index("enemy.alive")] = 1.0
+        o[:, LAYOUT.index("enemy.range")] = torch.tensor([0.5, 0.9, 1.2, 0.9]) * half / 50_000.0
+    obs_after[3, LAYOUT.index("enemy.alive")] = 0.0
+    term = make_reward("press", layout=LAYOUT)
+    torch.testing.assert_close(term.potential(obs_before), torch.tensor([0.0, 0.5, 1.0, 0.5]))
+    torch.testing.assert_close(term.compute(obs_before, obs_after, action, done, info),
+                               torch.tensor([0.0, 0.0, 0.0, -0.5]))  # the dead enemy's band taken back
+
+
+def test_press_over_a_whole_fight_is_its_potential_at_the_end():
+    def straight_on(_):
+        actions = torch.zeros(64, 2, 3, dtype=torch.int64)
+        actions[:, :, 0], actions[:, :, 1] = 1, 2
+        return actions
+
+    # Straight past each other: in some fights red leaves the arena with blue still alive in
+    # the band, so the total is not 0 everywhere.
+    start, total, last, _ = _potential_over_a_fight("press", 6, 560, straight_on)
+    assert bool((start == 0).all()) and bool((last > 0).any()) and bool((last == 0).any())
+    torch.testing.assert_close(total, last - start)
+
+
 def test_shaped_is_outcome_plus_its_documented_dense_terms():
     obs_before, obs_after, action, done, info = fake_step()
     cfg = ShapedConfig()
