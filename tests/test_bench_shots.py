@@ -1,0 +1,39 @@
+"""``bench/shots.py``: who fires first, from how far, and how each fight ends."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.bench_scripts import load_bench
+
+
+def test_fighters_that_never_fire_log_no_launch_and_draw_at_the_time_limit(capsys):
+    shots = load_bench("shots")
+    log = shots.play("pursuit", "pursuit", starts=6, seed=3)
+    assert log.episodes == 12 and log.drawn == {"time_limit": 12}
+    assert not log.won and not log.lost
+    assert log.launches == [0, 0] and log.first == [0, 0] and log.range_km == [[], []]
+
+
+def test_only_the_shooting_side_fires_first_and_the_counts_reach_the_result_line(capsys):
+    # shooter fires once in reach; pursuit never fires: every launch and first shot is the
+    # agent's, from both sides of the sim, and no launch comes from beyond the spawn ranges.
+    shots = load_bench("shots")
+    log = shots.play("shooter", "pursuit", starts=8, seed=2)
+    assert log.launches[0] > 0 and log.launches[1] == 0
+    assert log.first[0] > 0 and log.first[1] == 0 and log.first[0] <= log.episodes
+    assert len(log.range_km[0]) == log.launches[0] and all(0 < r < 200 for r in log.range_km[0])
+    assert sum(log.won.values()) + sum(log.lost.values()) + sum(log.drawn.values()) == log.episodes == 16
+    result = shots.main(["--agent", "shooter", "--opponents", "pursuit", "--starts", "8", "--seed", "2"])
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("RESULT episodes=16 ")
+    assert result["agent_first"] == log.first[0] and result["won"] == sum(log.won.values())
+    assert result["agent_launches"] == round(log.launches[0] / 16, 2)
+
+
+@pytest.mark.parametrize("argv", [["--agent", "pursuit", "--starts", "0"],
+                                  ["--agent", "pursuit", "--opponents", " , "]])
+def test_bad_arguments_are_refused(argv, capsys):
+    shots = load_bench("shots")
+    with pytest.raises(SystemExit) as exc:
+        shots.main(argv)
+    assert exc.value.code == 2
