@@ -19,7 +19,6 @@ still holding at least one missile).
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -31,10 +30,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline.config.specs import build_agent
-from pipeline.evaluation.entrants import trained_sim_config
-from pipeline.evaluation.matches import play_first_episodes
-from sim import BatchedSim, SimState
+from bench.fights import parse_fight_args, play_both_sides
+from sim import SimState
 from sim.kernels import END_REASONS, DecisionAccumulators
 
 DRAW = 2
@@ -98,18 +95,8 @@ class DrawWatcher:
 
 def play(agent: str, opponent: str, starts: int, seed: int) -> DrawLog:
     """``starts`` random starts, each played with the agent as red and as blue."""
-    config = trained_sim_config([agent, opponent])
     log = DrawLog()
-    for agent_side in (0, 1):
-        sim = BatchedSim(starts, config, device="cpu", seed=seed)
-        sim.observer = DrawWatcher(log, agent_side)
-        specs = (agent, opponent) if agent_side == 0 else (opponent, agent)
-        flyers = [build_agent(s, starts, sim.layout, "cpu", seed=seed * 2 + side,
-                             action_mode=config.action_mode, sim_config=config).eval()
-                  for side, s in enumerate(specs)]
-        torch.manual_seed(seed * 100_003 + agent_side)
-        with torch.no_grad():
-            winner = play_first_episodes(sim, flyers[0], flyers[1])["winner"]
+    for agent_side, winner, _ in play_both_sides(agent, opponent, starts, seed, lambda side: DrawWatcher(log, side)):
         log.wins += int((winner == agent_side).sum())
         log.losses += int((winner == 1 - agent_side).sum())
         log.episodes += starts
@@ -135,20 +122,7 @@ def report(opponent: str, log: DrawLog) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--agent", required=True, help="checkpoint, run directory, scripted name or module:Class")
-    parser.add_argument("--opponents", default="random,crank", help="comma-separated opponents")
-    parser.add_argument("--starts", type=int, default=500, help="random starts per opponent (each played from both sides)")
-    parser.add_argument("--seed", type=int, default=1234)
-    parser.add_argument("--quick", action="store_true", help="32 starts per opponent")
-    args = parser.parse_args(argv)
-    if args.quick:
-        args.starts = 32
-    if args.starts < 1:
-        parser.error(f"--starts must be >= 1, got {args.starts}")
-    opponents = [o.strip() for o in args.opponents.split(",") if o.strip()]
-    if not opponents:
-        parser.error("--opponents names no opponent")
+    args, opponents = parse_fight_args(__doc__, argv, opponents="random,crank", starts=500, seed=1234)
     total = DrawLog()
     t0 = time.perf_counter()
     for opponent in opponents:

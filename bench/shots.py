@@ -18,7 +18,6 @@ per fight; ``agent_first``: fights in which the agent fired first).
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -30,10 +29,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline.config.specs import build_agent
-from pipeline.evaluation.entrants import trained_sim_config
-from pipeline.evaluation.matches import play_first_episodes
-from sim import BatchedSim, SimState
+from bench.fights import parse_fight_args, play_both_sides
+from sim import SimState
 from sim.kernels import END_REASONS, DecisionAccumulators
 
 
@@ -98,19 +95,10 @@ class ShotWatcher:
 
 def play(agent: str, opponent: str, starts: int, seed: int) -> ShotLog:
     """``starts`` random starts, each played with the agent as red and as blue."""
-    config = trained_sim_config([agent, opponent])
     log = ShotLog()
-    for agent_side in (0, 1):
-        sim = BatchedSim(starts, config, device="cpu", seed=seed)
-        sim.observer = ShotWatcher(log, agent_side)
-        specs = (agent, opponent) if agent_side == 0 else (opponent, agent)
-        flyers = [build_agent(s, starts, sim.layout, "cpu", seed=seed * 2 + side,
-                             action_mode=config.action_mode, sim_config=config).eval()
-                  for side, s in enumerate(specs)]
-        torch.manual_seed(seed * 100_003 + agent_side)
-        with torch.no_grad():
-            out = play_first_episodes(sim, flyers[0], flyers[1])
-        for w, r in zip(out["winner"].tolist(), out["end_reason"].tolist(), strict=True):
+    for agent_side, winner, reason in play_both_sides(agent, opponent, starts, seed,
+                                                      lambda side: ShotWatcher(log, side)):
+        for w, r in zip(winner.tolist(), reason.tolist(), strict=True):
             end = END_REASONS[r]
             (log.won if w == agent_side else log.lost if w == 1 - agent_side else log.drawn)[end] += 1
         log.episodes += starts
@@ -141,20 +129,7 @@ def report(opponent: str, log: ShotLog) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--agent", required=True, help="checkpoint, run directory, scripted name or module:Class")
-    parser.add_argument("--opponents", default="crank", help="comma-separated opponents")
-    parser.add_argument("--starts", type=int, default=100, help="random starts per opponent (each played from both sides)")
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--quick", action="store_true", help="32 starts per opponent")
-    args = parser.parse_args(argv)
-    if args.quick:
-        args.starts = 32
-    if args.starts < 1:
-        parser.error(f"--starts must be >= 1, got {args.starts}")
-    opponents = [o.strip() for o in args.opponents.split(",") if o.strip()]
-    if not opponents:
-        parser.error("--opponents names no opponent")
+    args, opponents = parse_fight_args(__doc__, argv, opponents="crank", starts=100, seed=7)
     total = ShotLog()
     t0 = time.perf_counter()
     for opponent in opponents:
