@@ -120,7 +120,29 @@ class ClosingReward(BaseReward):
         return (obs_before[:, self.i_range] - obs_after[:, self.i_range]).float() * alive
 
 
-class HuntReward(BaseReward):
+class PotentialReward(BaseReward):
+    """A term that is the change of a potential ``Φ`` of the observation:
+    ``Φ(obs_after) − Φ(obs_before)``, so its episode total is ``Φ`` at the end less ``Φ`` at
+    the start. Subclasses implement :meth:`potential`."""
+
+    def potential(self, obs: torch.Tensor) -> torch.Tensor:
+        """``Φ`` of each observation ``[N]``."""
+        raise NotImplementedError(f"{type(self).__name__} must implement potential()")
+
+    def compute(self, obs_before, obs_after, action, done, info: StepInfo) -> torch.Tensor:
+        """``[N]`` float32: ``Φ(obs_after) − Φ(obs_before)``."""
+        check_inputs(obs_before, obs_after, action, done, info)
+        return self.potential(obs_after) - self.potential(obs_before)
+
+
+def edge_band(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """How deep a position (over the arena's half width) lies in the arena's outer band: 0
+    inside ``EDGE_BAND_START``, 1 at and past the edge."""
+    d = torch.maximum(x.abs(), y.abs())
+    return ((d - EDGE_BAND_START) / (1.0 - EDGE_BAND_START)).clamp(0.0, 1.0)
+
+
+class HuntReward(PotentialReward):
     """The change of a potential ``Φ = −range`` (in units of 50 km) that holds while the enemy
     is disarmed (no missiles left, none of its missiles in flight) and alive, and is 0
     otherwise: ``Φ(after) − Φ(before)``.
@@ -153,13 +175,8 @@ class HuntReward(BaseReward):
                   & (obs[:, self.i_enemy_alive] > 0.5))
         return torch.where(hunted, -obs[:, self.i_range].float(), 0.0)
 
-    def compute(self, obs_before, obs_after, action, done, info: StepInfo) -> torch.Tensor:
-        """``[N]`` float32: ``Φ(obs_after) − Φ(obs_before)``."""
-        check_inputs(obs_before, obs_after, action, done, info)
-        return self.potential(obs_after) - self.potential(obs_before)
 
-
-class EdgeReward(BaseReward):
+class EdgeReward(PotentialReward):
     """The change of a potential that falls from 0 to −1 across the arena's outer band:
     ``Φ = −clamp((d − EDGE_BAND_START) / (1 − EDGE_BAND_START), 0, 1)``, with ``d`` the own
     fighter's larger coordinate over the arena's half width (1 at the edge, where it is out):
@@ -180,16 +197,10 @@ class EdgeReward(BaseReward):
 
     def potential(self, obs: torch.Tensor) -> torch.Tensor:
         """``Φ`` of each observation ``[N]``: 0 inside the inner 80 %, −1 at and past the edge."""
-        d = torch.maximum(obs[:, self.i_x].abs(), obs[:, self.i_y].abs()).float()
-        return -((d - EDGE_BAND_START) / (1.0 - EDGE_BAND_START)).clamp(0.0, 1.0)
-
-    def compute(self, obs_before, obs_after, action, done, info: StepInfo) -> torch.Tensor:
-        """``[N]`` float32: ``Φ(obs_after) − Φ(obs_before)``."""
-        check_inputs(obs_before, obs_after, action, done, info)
-        return self.potential(obs_after) - self.potential(obs_before)
+        return -edge_band(obs[:, self.i_x].float(), obs[:, self.i_y].float())
 
 
-class PressReward(BaseReward):
+class PressReward(PotentialReward):
     """The change of a potential that rises from 0 to 1 as the *enemy* crosses the arena's outer
     band, while it is alive: ``Φ = clamp((d_e − EDGE_BAND_START) / (1 − EDGE_BAND_START), 0, 1)``,
     with ``d_e`` the enemy's larger coordinate over the arena's half width, found from the own
@@ -224,18 +235,10 @@ class PressReward(BaseReward):
     def potential(self, obs: torch.Tensor) -> torch.Tensor:
         """``Φ`` of each observation ``[N]``: 0 with the enemy inside the inner 80 % or dead, 1
         with it at or past the edge and alive."""
-        ex, ey = self.enemy_position(obs)
-        d = torch.maximum(ex.abs(), ey.abs())
-        band = ((d - EDGE_BAND_START) / (1.0 - EDGE_BAND_START)).clamp(0.0, 1.0)
-        return torch.where(obs[:, self.enemy[0]] > 0.5, band, 0.0)
-
-    def compute(self, obs_before, obs_after, action, done, info: StepInfo) -> torch.Tensor:
-        """``[N]`` float32: ``Φ(obs_after) − Φ(obs_before)``."""
-        check_inputs(obs_before, obs_after, action, done, info)
-        return self.potential(obs_after) - self.potential(obs_before)
+        return torch.where(obs[:, self.enemy[0]] > 0.5, edge_band(*self.enemy_position(obs)), 0.0)
 
 
-class DisarmedReward(BaseReward):
+class DisarmedReward(PotentialReward):
     """The change of a potential ``Φ = −1`` that holds while the fighter is disarmed (no
     missiles left, none of its own in flight) and its enemy alive, and is 0 otherwise:
     ``Φ(after) − Φ(before)``.
@@ -262,11 +265,6 @@ class DisarmedReward(BaseReward):
         for i in self.i_own_flying:
             disarmed = disarmed & (obs[:, i] < 0.5)
         return -disarmed.float()
-
-    def compute(self, obs_before, obs_after, action, done, info: StepInfo) -> torch.Tensor:
-        """``[N]`` float32: ``Φ(obs_after) − Φ(obs_before)``."""
-        check_inputs(obs_before, obs_after, action, done, info)
-        return self.potential(obs_after) - self.potential(obs_before)
 
 
 @dataclass(frozen=True)
