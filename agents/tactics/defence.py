@@ -1,4 +1,4 @@
-"""Tactics built around how to survive the enemy's shots: pump, notch, drag, early defence.
+"""Tactics built around how to survive the enemy's shots: pump, extend, notch, drag, early defence.
 
 Each is a :class:`~agents.tactics.base.TacticAgent`: a frozen dataclass of parameters (the
 defaults) and the documented range of each (``ranges``), read per environment with ``param``.
@@ -59,6 +59,35 @@ class PumpTactic(TacticAgent):
         rudder = torch.where(pumping & ~fire, self.hold_enemy(obs, 180.0), rudder)
         rudder, threatened = self.drag(obs, rudder, self.param("defend_tti_s"))
         return rudder, torch.ones_like(rudder), fire & ~threatened
+
+
+@dataclass(frozen=True)
+class ExtendParams:
+    """Parameters of ``extend``."""
+
+    launch_fraction: float = 0.9
+    """Fire at this fraction of the reach against the enemy flying straight (0.6–1.0)."""
+    crank_angle_deg: float = 45.0
+    """While the own missile flies, hold the enemy this far off the nose (20–60)."""
+    defend_tti_s: float = 25.0
+    """Drag a live inbound missile with a time to impact under this (10–40)."""
+    pump_fraction: float = 2.2
+    """With no own missile flying, turn cold once the range is under this fraction of the enemy's
+    no-escape reach against me (from a heading straight at it) (1.8–3.0) ..."""
+    recommit_fraction: float = 3.0
+    """... and fly cold until it is over this fraction, then turn back in (2.5–4.0)."""
+
+
+class ExtendTactic(PumpTactic):
+    """**Extend and re-engage.** ``pump``'s rule flown wide: after each shot turn cold while
+    inside a long multiple of the enemy's no-escape reach and run until far outside it (two and
+    a half to four times), so that a pursuer who follows at the distance a short pump turns
+    back at is never met hot; the next shot comes only after a long run out and back."""
+
+    name = "extend"
+    params_type = ExtendParams
+    ranges = MappingProxyType({"launch_fraction": (0.6, 1.0), "crank_angle_deg": (20.0, 60.0), "defend_tti_s": (10.0, 40.0),
+                               "pump_fraction": (1.8, 3.0), "recommit_fraction": (2.5, 4.0)})
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,8 @@ TRAINING_RANGES: dict[str, Ranges] = {
                "crank_angle_deg": (20.0, 60.0), "defend_tti_s": (10.0, 40.0)},
     "bluff": {"bluff_fraction": (1.3, 3.0), "max_in_flight": (1.0, 3.0), "reserve": (0.0, 3.0),
               "launch_fraction": (0.7, 1.0), "defend_tti_s": (10.0, 40.0)},
+    "extend": {"launch_fraction": (0.8, 1.0), "crank_angle_deg": (40.0, 60.0), "defend_tti_s": (15.0, 30.0),
+               "pump_fraction": (1.9, 2.6), "recommit_fraction": (2.6, 3.5)},
 }
 """Per training tactic, the range each parameter is drawn from (``tactic:NAME?train``)."""
 
