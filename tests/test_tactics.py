@@ -21,6 +21,7 @@ from agents.tactics import (
     DragTactic,
     EarlyTactic,
     EnergyTactic,
+    ExtendTactic,
     HerdParams,
     HerdTactic,
     LateTactic,
@@ -183,6 +184,9 @@ def test_heldout_specs_never_meet_training_ones():
         for param in train:
             (a, b), (c, d) = train[param], held[param]
             assert b < c or d < a, (name, param, train[param], held[param])
+    for param, (a, b) in TRAINING_RANGES["extend"].items():  # pump's rule, wider: disjoint from it too
+        c, d = HELDOUT_RANGES["pump"][param]
+        assert b < c or d < a, ("extend", param)
     for split in (TRAINING_RANGES, HELDOUT_RANGES):
         for name, ranges in split.items():
             for param, (low, high) in ranges.items():
@@ -239,6 +243,18 @@ def test_pump_turns_cold_inside_the_enemy_reach_with_nothing_in_the_air():
                    enemy__bearing_cos=[math.cos(0.3)] * 2, enemy__bearing_sin=[math.sin(0.3)] * 2)
     turn = rudder(PumpTactic(2, LAYOUT).act(obs))
     assert turn == [-1, 1]  # enemy on the left: turn right to put it behind; far out: pursue
+
+
+def test_extend_keeps_running_where_pump_turns_back_in():
+    # Nothing left to fire, the enemy 170° off the nose (cold, on the left), at twice the enemy's
+    # no-escape reach: past pump's re-commit (1.6 of it), short of extend's (3.0).
+    probe = make_obs(1, own__missiles_left=0.0, enemy__bearing_cos=[math.cos(math.radians(170))],
+                     enemy__bearing_sin=[math.sin(math.radians(170))])
+    reach = float(PumpTactic(1, LAYOUT).enemy_reach_m(probe, hot=True, escape=True))
+    obs = probe.clone()
+    obs[:, LAYOUT.index("enemy.range")] = 2.0 * reach / RANGE_SCALE_M
+    assert rudder(PumpTactic(1, LAYOUT).act(obs)) == [1]  # back in: towards the enemy on the left
+    assert rudder(ExtendTactic(1, LAYOUT).act(obs)) == [-1]  # still running: put it dead behind
 
 
 def test_early_defender_turns_cold_before_the_enemy_fires():

@@ -3,8 +3,9 @@
 A fighter is judged on tactics it never met: :data:`HELDOUT` specs are for evaluation only and
 must never be a training opponent or a league anchor (tests/test_tactics.py checks the league's
 default anchors). Four tactics are held out whole (``notch``, ``sniper``, ``skate``, ``herd``,
-the last the trick a learner trained against ``ace`` found: bench/RESULTS.md, "``herd``"); four
-are only trained against (``early``, ``energy``, ``ladder``, ``bluff``); three are shared (``pump``,
+the last the trick a learner trained against ``ace`` found: bench/RESULTS.md, "``herd``"); five
+are only trained against (``early``, ``energy``, ``ladder``, ``bluff``, ``extend``, whose ranges
+share no value with the held-out ``pump``'s either); three are shared (``pump``,
 ``drag``, ``late``) with parameter ranges that are disjoint for every parameter, so a held-out
 ``pump`` never flies with a parameter a training ``pump`` could have drawn.
 """
