@@ -1,11 +1,11 @@
 """The tactic library: the batch contract, seeded per-episode parameters, the spec syntax, the
-training / held-out split, and each tactic's idea on hand-built observations."""
+training / held-out split, compiled tactics and where specs are accepted (each tactic's idea:
+tests/test_tactic_ideas.py)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import math
 
 import pytest
 import torch
@@ -17,18 +17,7 @@ from agents.tactics import (
     TACTICS,
     TRAINING,
     TRAINING_RANGES,
-    BluffTactic,
-    DragTactic,
-    EarlyTactic,
-    EnergyTactic,
-    ExtendTactic,
-    HerdParams,
-    HerdTactic,
-    LateTactic,
-    NotchTactic,
     PumpTactic,
-    SniperTactic,
-    TacticAgent,
     parse_tactic_spec,
 )
 from pipeline.config.errors import ConfigError
@@ -36,33 +25,11 @@ from pipeline.config.sections import LeagueConfig
 from pipeline.config.validation import check_agent_spec
 from sim import BatchedSim, SimConfig
 from sim.layout import (
-    CLOSING_SCALE_MPS,
-    MISSILE_SPEED_SCALE_MPS,
-    RANGE_SCALE_M,
     ObsLayout,
 )
-from sim.reach.missile import missile_tables
-from sim.reach.spacetime import own_reach_straight, own_reach_turning_away
-from tests.test_agents import make_obs
 
 LAYOUT = ObsLayout.from_config(SimConfig())  # the layout of make_obs
 SPECS = [f"tactic:{name}{draw}" for name in TACTICS for draw in ("", "?random")]
-
-
-def inbound(bearing_deg: list[float], range_m: float = 8_000.0, closing_mps: float = 800.0,
-            speed_mps: float = 900.0) -> dict[str, list[float]]:
-    """Fields of one inbound missile seen at each of the bearings (degrees, > 0 on the left)."""
-    rad = [math.radians(b) for b in bearing_deg]
-    n = len(rad)
-    return {"incoming__0__present": [1.0] * n, "incoming__0__range": [range_m / RANGE_SCALE_M] * n,
-            "incoming__0__closing_speed": [closing_mps / CLOSING_SCALE_MPS] * n,
-            "incoming__0__speed": [speed_mps / MISSILE_SPEED_SCALE_MPS] * n,
-            "incoming__0__bearing_cos": [math.cos(r) for r in rad],
-            "incoming__0__bearing_sin": [math.sin(r) for r in rad]}
-
-
-def rudder(actions: torch.Tensor) -> list[int]:
-    return (actions[:, 0] - 1).tolist()
 
 
 # ---------------------------------------------------------------- the batch contract
@@ -203,87 +170,6 @@ def test_the_league_default_anchors_hold_no_heldout_tactic():
             assert draw is TRAINING_RANGES[cls.name], anchor
 
 
-# ---------------------------------------------------------------- each idea, by hand
-
-
-def test_notch_holds_an_inbound_missile_on_the_beam():
-    # Missile on the left at 30°, 90°, 120°: turn right to move it aft, hold, turn left.
-    obs = make_obs(3, **inbound([30.0, 90.0, 120.0]))
-    assert rudder(NotchTactic(3, LAYOUT).act(obs)) == [-1, 0, 1]
-    # A spent missile is not worth beaming: pursuit (enemy dead ahead, no rudder) and a shot.
-    spent = make_obs(1, **inbound([30.0], speed_mps=250.0))
-    assert rudder(NotchTactic(1, LAYOUT).act(spent)) == [0]
-
-
-def test_sniper_fires_only_inside_the_no_escape_reach():
-    tables = missile_tables(SimConfig()).to("cpu", torch.float32)
-    ranges = torch.linspace(2_000, 40_000, 96)
-    obs = make_obs(96, enemy__range=(ranges / RANGE_SCALE_M).tolist())
-    fire = SniperTactic(96, LAYOUT).act(obs)[:, 2].bool()
-    no_escape = own_reach_turning_away(obs, LAYOUT, tables).float()
-    straight = own_reach_straight(obs, LAYOUT, tables).float()
-    assert bool(fire.any()) and bool((ranges[fire] <= 0.95 * no_escape[fire] + 1).all())
-    # A shooter at the full straight reach would have fired from further out.
-    assert float(straight[0]) > float(no_escape[0]) + 1_000
-    assert not bool(fire[ranges > no_escape].any())
-
-
-def test_late_shooter_holds_fire_until_deep_inside_the_reach():
-    tables = missile_tables(SimConfig()).to("cpu", torch.float32)
-    obs = make_obs(1)
-    reach = float(own_reach_straight(obs, LAYOUT, tables))
-    ranges = [0.8 * reach, 0.45 * reach]
-    fire = LateTactic(2, LAYOUT).act(make_obs(2, enemy__range=[r / RANGE_SCALE_M for r in ranges]))[:, 2]
-    assert fire.tolist() == [0, 1]
-
-
-def test_pump_turns_cold_inside_the_enemy_reach_with_nothing_in_the_air():
-    # No missiles left, so no shot: 15 km head-on is inside the enemy's reach, 60 km is not.
-    obs = make_obs(2, own__missiles_left=0.0, enemy__range=[15e3 / RANGE_SCALE_M, 60e3 / RANGE_SCALE_M],
-                   enemy__bearing_cos=[math.cos(0.3)] * 2, enemy__bearing_sin=[math.sin(0.3)] * 2)
-    turn = rudder(PumpTactic(2, LAYOUT).act(obs))
-    assert turn == [-1, 1]  # enemy on the left: turn right to put it behind; far out: pursue
-
-
-def test_extend_keeps_running_where_pump_turns_back_in():
-    # Nothing left to fire, the enemy 170° off the nose (cold, on the left), at twice the enemy's
-    # no-escape reach: past pump's re-commit (1.6 of it), short of extend's (3.0).
-    probe = make_obs(1, own__missiles_left=0.0, enemy__bearing_cos=[math.cos(math.radians(170))],
-                     enemy__bearing_sin=[math.sin(math.radians(170))])
-    reach = float(PumpTactic(1, LAYOUT).enemy_reach_m(probe, hot=True, escape=True))
-    obs = probe.clone()
-    obs[:, LAYOUT.index("enemy.range")] = 2.0 * reach / RANGE_SCALE_M
-    assert rudder(PumpTactic(1, LAYOUT).act(obs)) == [1]  # back in: towards the enemy on the left
-    assert rudder(ExtendTactic(1, LAYOUT).act(obs)) == [-1]  # still running: put it dead behind
-
-
-def test_early_defender_turns_cold_before_the_enemy_fires():
-    obs = make_obs(2, own__fire_ready=0.0, enemy__range=[15e3 / RANGE_SCALE_M] * 2,
-                   enemy__bearing_cos=[math.cos(0.2)] * 2, enemy__bearing_sin=[math.sin(0.2)] * 2,
-                   enemy__nose_on_cos=[1.0, 0.0])
-    assert rudder(EarlyTactic(2, LAYOUT).act(obs)) == [-1, 1]  # pointed at: leave; not: pursue
-
-
-def test_bluff_fires_from_outside_the_reach_and_keeps_its_reserve_for_a_real_shot():
-    tables = missile_tables(SimConfig()).to("cpu", torch.float32)
-    reach = float(own_reach_straight(make_obs(1), LAYOUT, tables))
-    ranges = [1.5 * reach, 2.5 * reach, 0.8 * reach]
-    # Six missiles left (the default), reserve 2, bluffs from up to 2 reaches: the shot from
-    # 1.5 reaches goes, the one from 2.5 does not, and so does one well inside the reach.
-    full = make_obs(3, enemy__range=[r / RANGE_SCALE_M for r in ranges])
-    assert BluffTactic(3, LAYOUT).act(full)[:, 2].tolist() == [1, 0, 1]
-    # Down to the reserve (two of six): only the shot inside the reach (0.85 of it) goes.
-    reserve = make_obs(3, enemy__range=[r / RANGE_SCALE_M for r in ranges], own__missiles_left=2 / 6)
-    assert BluffTactic(3, LAYOUT).act(reserve)[:, 2].tolist() == [0, 0, 1]
-
-
-def test_energy_keeper_turns_less():
-    obs = make_obs(1, enemy__bearing_cos=[math.cos(math.radians(6))],
-                   enemy__bearing_sin=[math.sin(math.radians(6))])
-    assert rudder(EnergyTactic(1, LAYOUT).act(obs)) == [0]  # 6° is inside its dead band
-    assert rudder(DragTactic(1, LAYOUT).act(obs)) == [1]  # plain pursuit turns
-
-
 # ---------------------------------------------------------------- compiled
 
 
@@ -376,72 +262,3 @@ def test_evaluate_plays_tactics_and_refuses_a_bad_spec_in_one_line(capsys):
     err = capsys.readouterr().err
     assert err.startswith("error: unknown tactic 'pumpp' in 'tactic:pumpp': expected one of pump, ")
     assert err.count("\n") == 1
-
-
-# ---------------------------------------------------------------- each idea, in the simulator
-
-
-def _duel(red: str | TacticAgent, blue: str, n: int, steps: int, config: SimConfig):
-    """(sim, red's observation before the step, the step's result) for ``steps`` decisions;
-    ``red`` a spec or an agent built for ``n`` environments."""
-    sim = BatchedSim(n, config, seed=0)
-    agents = [s if isinstance(s, TacticAgent) else make_agent(s, n, sim.layout, sim_config=config)
-              for s in (red, blue)]
-    obs = sim.reset()
-    for _ in range(steps):
-        before = obs[:, 0].clone()
-        out = sim.step(torch.stack([agents[0].act(obs[:, 0]), agents[1].act(obs[:, 1])], dim=1))
-        obs = out.obs
-        yield sim, before, out
-
-
-def test_notch_holds_the_shooters_missile_near_the_beam_in_the_simulator():
-    # Head-on against the shooter (which fires once in reach): from the moment the threat is
-    # within notch's 25 s, the missile sits on its beam, off by a whole-rudder swing at most.
-    off_nose = []
-    for sim, red, out in _duel("tactic:notch", "shooter", 4, 200, SimConfig(scenario="head_on")):
-        col = sim.layout.index
-        present = red[:, col("incoming[0].present")] == 1
-        tti = red[:, col("incoming[0].range")] * RANGE_SCALE_M / (
-            red[:, col("incoming[0].closing_speed")] * CLOSING_SCALE_MPS).clamp_min(1e-3)
-        angle = torch.rad2deg(torch.atan2(red[:, col("incoming[0].bearing_sin")].abs(),
-                                          red[:, col("incoming[0].bearing_cos")]))
-        if bool((present & (tti < 20)).all()):
-            off_nose.append(angle)
-        if bool(out.done.any()):
-            break
-    held = torch.stack(off_nose[6:])  # after the turn onto the beam (3 s)
-    assert len(off_nose) > 10
-    assert abs(float(held.median()) - 90) < 8 and float(held.min()) > 70 and float(held.max()) < 110
-
-
-def test_ladder_has_two_missiles_in_the_air_and_skate_leaves_after_its_shot():
-    ladder_two, skate_away = False, False
-    for sim, red, out in _duel("tactic:ladder", "straight", 8, 60, SimConfig(scenario="head_on")):
-        ladder_two |= bool((red[:, sim.layout.index("own_missile[1].present")] == 1).any())
-        if bool(out.done.any()):
-            break
-    for sim, red, out in _duel("tactic:skate", "straight", 8, 60, SimConfig(scenario="head_on")):
-        flying = red[:, sim.layout.index("own_missile[0].present")] == 1
-        cold = red[:, sim.layout.index("enemy.bearing_cos")] < math.cos(math.radians(120))
-        skate_away |= bool((flying & cold).all())
-        if bool(out.done.any()):
-            break
-    assert ladder_two and skate_away
-
-
-def _most_in_flight(herd: HerdTactic) -> int:
-    """The most own missiles ``herd`` (red) has in the air at once, head on against ``straight``."""
-    most = 0
-    for _, red, out in _duel(herd, "straight", herd.num_envs, 120, SimConfig(scenario="head_on")):
-        most = max(most, int(herd.own_in_flight(red).max()))
-        if bool(out.done.any()):
-            break
-    return most
-
-
-def test_herd_keeps_as_many_long_shots_in_the_air_as_it_is_allowed():
-    layout = ObsLayout.from_config(SimConfig(scenario="head_on"))
-    assert _most_in_flight(HerdTactic(4, layout, sim_config=SimConfig(scenario="head_on"))) == 2  # its default
-    one = HerdTactic(4, layout, sim_config=SimConfig(scenario="head_on"), params=HerdParams(max_in_flight=1.0))
-    assert _most_in_flight(one) == 1

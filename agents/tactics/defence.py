@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Any, ClassVar
 
 import torch
 
@@ -44,7 +45,7 @@ class PumpTactic(TacticAgent):
     next shot. A live inbound missile is dragged (put behind) first."""
 
     name = "pump"
-    params_type = PumpParams
+    params_type: ClassVar[type[Any]] = PumpParams  # extend flies the same rule with its own
     ranges = MappingProxyType({"launch_fraction": (0.6, 1.0), "crank_angle_deg": (20.0, 60.0), "defend_tti_s": (10.0, 40.0),
                                "pump_fraction": (1.0, 1.8), "recommit_fraction": (1.5, 2.5)})
 
