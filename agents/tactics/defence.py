@@ -63,15 +63,9 @@ class PumpTactic(TacticAgent):
 
 
 @dataclass(frozen=True)
-class ExtendParams:
-    """Parameters of ``extend``."""
+class ExtendParams(PumpParams):
+    """Parameters of ``extend``: ``pump``'s shot, crank and defence, and its own pump."""
 
-    launch_fraction: float = 0.9
-    """Fire at this fraction of the reach against the enemy flying straight (0.6–1.0)."""
-    crank_angle_deg: float = 45.0
-    """While the own missile flies, hold the enemy this far off the nose (20–60)."""
-    defend_tti_s: float = 25.0
-    """Drag a live inbound missile with a time to impact under this (10–40)."""
     pump_fraction: float = 2.2
     """With no own missile flying, turn cold once the range is under this fraction of the enemy's
     no-escape reach against me (from a heading straight at it) (1.8–3.0) ..."""
