@@ -9,7 +9,6 @@ import torch
 
 from agents import make_agent
 from agents.tactics import (
-    TACTICS,
     BluffTactic,
     DragTactic,
     EarlyTactic,
@@ -35,7 +34,6 @@ from sim.reach.spacetime import own_reach_straight, own_reach_turning_away
 from tests.test_agents import make_obs
 
 LAYOUT = ObsLayout.from_config(SimConfig())  # the layout of make_obs
-SPECS = [f"tactic:{name}{draw}" for name in TACTICS for draw in ("", "?random")]
 
 
 def inbound(bearing_deg: list[float], range_m: float = 8_000.0, closing_mps: float = 800.0,

@@ -24,11 +24,9 @@ from pipeline.config.errors import ConfigError
 from pipeline.config.sections import LeagueConfig
 from pipeline.config.validation import check_agent_spec
 from sim import BatchedSim, SimConfig
-from sim.layout import (
-    ObsLayout,
-)
+from sim.layout import ObsLayout
 
-LAYOUT = ObsLayout.from_config(SimConfig())  # the layout of make_obs
+LAYOUT = ObsLayout.from_config(SimConfig())  # the default layout
 SPECS = [f"tactic:{name}{draw}" for name in TACTICS for draw in ("", "?random")]
 
 
