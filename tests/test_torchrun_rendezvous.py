@@ -4,21 +4,17 @@ any rank starts, and nothing of the run is written."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.torchrun_harness import REPO, free_port
 
 
 @pytest.mark.slow
 def test_a_machine_that_never_joins_ends_at_the_join_timeout_with_nothing_written(tmp_path):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     done = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
          "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "alone",
