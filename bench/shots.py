@@ -4,7 +4,10 @@ An exploiter that beats a fighter has found something; this says what. It plays 
 against each opponent from random starts, each start once with the agent as red and once as
 blue, and records every launch (a side's missile count falling during a decision) with the
 range between the fighters at the decision before it, which side fired first in each fight,
-and each fight's winner and end (a kill, out of the arena, the time limit, ...).
+and each fight's winner and end (a kill, out of the arena, the time limit, ...). A launch made
+within ``REPLY_S`` seconds after one of the enemy's (in an earlier decision) is a *reply*: a
+fighter that answers every shot with one of its own empties its rack against an enemy that
+fires from afar.
 
     python bench/shots.py --agent RUN/exploiters/final/exploiter0 --opponents RUN/checkpoints/latest.pt
     python bench/shots.py --agent ace --opponents 'tactic:bluff?train,crank' --starts 200
@@ -12,8 +15,9 @@ and each fight's winner and end (a kill, out of the arena, the time limit, ...).
 
 The last line is ``RESULT episodes=... won=... lost=... won_out_of_arena=...
 lost_out_of_arena=... agent_first=... agent_launches=... opponent_launches=...
-agent_range_km_median=... opponent_range_km_median=...`` summed over the opponents (launches:
-per fight; ``agent_first``: fights in which the agent fired first).
+agent_range_km_median=... opponent_range_km_median=... agent_replies=...`` summed over the
+opponents (launches: per fight; ``agent_first``: fights in which the agent fired first;
+``agent_replies``: the fraction of the agent's launches that were replies).
 """
 
 from __future__ import annotations
@@ -30,8 +34,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.fights import parse_fight_args, play_both_sides
-from sim import SimState
+from sim import SimConfig, SimState
 from sim.kernels import END_REASONS, DecisionAccumulators
+
+REPLY_S = 10.0
+"""A launch this soon after one of the enemy's is counted as a reply to it."""
 
 
 @dataclass
@@ -46,6 +53,7 @@ class ShotLog:
     first: list[int] = field(default_factory=lambda: [0, 0])
     launches: list[int] = field(default_factory=lambda: [0, 0])
     range_km: list[list[float]] = field(default_factory=lambda: [[], []])
+    replies: list[int] = field(default_factory=lambda: [0, 0])
 
     def add(self, other: ShotLog) -> None:
         self.episodes += other.episodes
@@ -54,17 +62,22 @@ class ShotLog:
         for k in (0, 1):
             self.first[k] += other.first[k]
             self.launches[k] += other.launches[k]
+            self.replies[k] += other.replies[k]
             self.range_km[k].extend(other.range_km[k])
 
 
 class ShotWatcher:
     """A :class:`sim.batched.SimObserver` that logs each launch of each environment's first
-    episode with the range at the decision before it, and which side fired first."""
+    episode with the range at the decision before it, which side fired first, and which
+    launches were replies (:data:`REPLY_S`; the time read from the physics step count, with
+    ``dt_s`` the sim's physics step)."""
 
-    def __init__(self, log: ShotLog, agent_side: int):
+    def __init__(self, log: ShotLog, agent_side: int, dt_s: float = SimConfig.dt_s):
         self.log, self.side = log, agent_side
         self.finished: torch.Tensor | None = None
         self.fired = torch.zeros(0, dtype=torch.bool)
+        self.reply_steps = REPLY_S / dt_s
+        self.last_launch = torch.zeros(2, 0, dtype=torch.int64)  # physics step of each side's last launch
 
     def _keep(self, state: SimState) -> None:
         self.ammo = state.f_ammo.clone()
@@ -74,21 +87,30 @@ class ShotWatcher:
         if self.finished is None:  # the reset before the first decision
             self.finished = torch.zeros_like(mask)
             self.fired = torch.zeros_like(mask)
+            self.last_launch = torch.full((2, mask.numel()), -(2**62), dtype=torch.int64)
             self._keep(state)
 
     def decision_end(self, state: SimState, acc: DecisionAccumulators) -> None:
         assert self.finished is not None
         live = ~self.finished
+        now = state.physics_steps.to(torch.int64)
+        counts = [(self.ammo[s] - state.f_ammo[s]).clamp_min(0) * live for s in (0, 1)]
         for sim_side in (0, 1):
             who = 0 if sim_side == self.side else 1
-            count = (self.ammo[sim_side] - state.f_ammo[sim_side]).clamp_min(0) * live
+            count = counts[sim_side]
             self.log.launches[who] += int(count.sum())
+            # Against the enemy's launches of earlier decisions only: one made in this decision
+            # could not have been seen.
+            replying = (now - self.last_launch[1 - sim_side]) <= self.reply_steps
+            self.log.replies[who] += int((count * replying).sum())
             for i in torch.nonzero(count).flatten().tolist():
                 self.log.range_km[who] += [float(self.range_km[i])] * int(count[i])
             first = (count > 0) & ~self.fired
             # Both sides firing in the same decision counts for the agent's side first.
             self.log.first[who] += int(first.sum())
             self.fired |= first
+        for sim_side in (0, 1):
+            self.last_launch[sim_side] = torch.where(counts[sim_side] > 0, now, self.last_launch[sim_side])
         self.finished |= acc.done
         self._keep(state)
 
@@ -119,7 +141,8 @@ def report(opponent: str, log: ShotLog) -> str:
     lines = [f"{opponent}: {log.episodes} episodes, won {_ends(log.won)}, lost {_ends(log.lost)}, "
              f"drawn {_ends(log.drawn)}",
              f"  fired first: agent {log.first[0]}, opponent {log.first[1]}; launches per fight: "
-             f"agent {log.launches[0] / n:.2f}, opponent {log.launches[1] / n:.2f}"]
+             f"agent {log.launches[0] / n:.2f}, opponent {log.launches[1] / n:.2f}; replies (within "
+             f"{REPLY_S:g} s of the other's launch): agent {log.replies[0]}, opponent {log.replies[1]}"]
     for k, who in enumerate(("agent", "opponent")):
         r = sorted(log.range_km[k])
         if r:
@@ -144,6 +167,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         "opponent_launches": round(total.launches[1] / n, 2),
         "agent_range_km_median": round(median(total.range_km[0]), 1),
         "opponent_range_km_median": round(median(total.range_km[1]), 1),
+        "agent_replies": round(total.replies[0] / max(total.launches[0], 1), 3),
     }
     print(f"{time.perf_counter() - t0:.1f} s")
     print("RESULT " + " ".join(f"{k}={v}" for k, v in result.items()))

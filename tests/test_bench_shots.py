@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from tests.bench_scripts import load_bench
 
@@ -37,3 +38,32 @@ def test_bad_arguments_are_refused(argv, capsys):
     with pytest.raises(SystemExit) as exc:
         shots.main(argv)
     assert exc.value.code == 2
+
+
+def test_a_launch_soon_after_the_enemys_is_a_reply_and_one_in_the_same_decision_is_not():
+    # Four fights driven by hand through the watcher: the agent (red) fires 5 s after the
+    # enemy, 60 s after it, in the same decision as it, and with no enemy launch at all.
+    from types import SimpleNamespace
+
+    from sim import BatchedSim, SimConfig
+
+    shots = load_bench("shots")
+    log = shots.ShotLog()
+    watcher = shots.ShotWatcher(log, agent_side=0, dt_s=0.1)
+    state = BatchedSim(4, SimConfig(), device="cpu", seed=0).state
+    watcher.episodes_started(state, torch.ones(4, dtype=torch.bool))
+    not_done = SimpleNamespace(done=torch.zeros(4, dtype=torch.bool))
+
+    def decision(step: int, red: list[int], blue: list[int]) -> None:
+        state.physics_steps.fill_(step)
+        state.f_ammo[0] -= torch.tensor(red, dtype=state.f_ammo.dtype)
+        state.f_ammo[1] -= torch.tensor(blue, dtype=state.f_ammo.dtype)
+        watcher.decision_end(state, not_done)
+
+    decision(10, red=[0, 0, 1, 0], blue=[1, 1, 1, 0])
+    decision(60, red=[1, 0, 0, 0], blue=[0, 0, 0, 0])
+    decision(610, red=[0, 1, 0, 1], blue=[0, 0, 0, 0])
+    assert log.launches == [4, 3] and log.replies == [1, 0]
+    # Fired first: the enemy in the first two fights, the agent in the last (no enemy launch)
+    # and in the third (the same decision counts for the agent's side).
+    assert log.first == [2, 2]
