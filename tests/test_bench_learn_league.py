@@ -83,3 +83,27 @@ def test_main_exploiters_trained_between_stages_join_the_anchors(tmp_path):
     assert len(times) == 2 and 0 <= times[0] <= times[1], out
     line = re.search(r"^RESULT (.*)$", out, re.M)
     assert line is not None and "exploiter_rounds=1" in line[1], out
+
+
+def test_the_taught_recipe_is_the_ace_recipe_with_the_measured_changes(monkeypatch):
+    # bench/RESULTS.md's "-0.75*draw" runs were ``--recipe ace`` (then the only one) with these
+    # --set changes; ``--recipe taught`` must resolve to the same launcher config.
+    from pipeline.config import resolve
+    from pipeline.config.flags import parse_config
+    from tests.bench_scripts import load_bench
+
+    monkeypatch.syspath_prepend(str(REPO / "bench"))  # its sibling scripts, as when it runs
+    bench = load_bench("learn_league")
+    measured = ["ppo.teacher=ace", "ppo.teacher_coef=1", "ppo.teacher_until=0.5",
+                "actors.reward=shaped+0.5*hunt+-0.75*draw+0.5*edge", "ppo.gamma=0.998",
+                "league.anchors=['crank','shooter','random','pursuit','straight','tactic:pump?train',"
+                "'tactic:drag?train','tactic:late?train','tactic:early?train','tactic:energy?train',"
+                "'tactic:ladder?train','tactic:bluff?train','tactic:extend?train']"]
+
+    def config(settings):
+        return resolve(parse_config(["--opponent", "league", *(a for kv in settings for a in ("--set", kv))]))
+
+    taught, ace = config(bench.RECIPES["taught"]), config(bench.RECIPES["ace"])
+    assert taught == config([*bench.RECIPES["ace"], *measured])
+    assert taught != ace and ace.ppo.teacher_coef == 0 and taught.ppo.teacher == "ace"
+    assert sorted(bench.RECIPES) == ["ace", "taught"]
