@@ -6,7 +6,7 @@ the simulator it was trained on; no optimizer state), loaded and checked like an
 refused in one line naming it.
 
 ``ace``, ``ace.pt``: the final policy of a league-bench run, seed 1, 24M agent-steps, the
-bench's recipe as of 2026-11-26 (``bench/learn_league.py``'s ``BENCH_RECIPE``: a 128×128
+bench's recipe as of 2026-11-26 (``bench/learn_league.py``'s default, ``--recipe ace``: a 128×128
 network, half the groups against past selves, γ 0.995, the five scripted fighters and the
 tactic library's six training tactics as anchors, the pool frozen for the last third; the
 launcher's endgame curriculum and ``shaped+0.5*hunt``)::
