@@ -85,18 +85,14 @@ from pipeline.evaluation.heldout import heldout_line, heldout_matches
 from pipeline.launch import main as launch
 
 LADDER = ("straight", "pursuit", "shooter")
-ACE_RECIPE = ("ppo.hidden_sizes=[128,128]", "league.self_play=0.5", "ppo.gamma=0.995",
-              "league.anchors=['crank','shooter','random','pursuit','straight',"
-              "'tactic:pump?train','tactic:drag?train','tactic:late?train',"
-              "'tactic:early?train','tactic:energy?train','tactic:ladder?train']",
-              "league.pfsp_power=0.5", "league.snapshot_until=0.6667", "actors.reward=shaped+0.5*hunt",
-              "ppo.teacher_coef=0")
-TAUGHT_RECIPE = ("ppo.hidden_sizes=[128,128]", "league.self_play=0.5", "ppo.gamma=0.998",
-                 "league.anchors=['crank','shooter','random','pursuit','straight',"
-                 "'tactic:pump?train','tactic:drag?train','tactic:late?train',"
-                 "'tactic:early?train','tactic:energy?train','tactic:ladder?train',"
-                 "'tactic:bluff?train','tactic:extend?train']",
-                 "league.pfsp_power=0.5", "league.snapshot_until=0.6667",
+_ANCHORS = ("'crank','shooter','random','pursuit','straight','tactic:pump?train','tactic:drag?train',"
+            "'tactic:late?train','tactic:early?train','tactic:energy?train','tactic:ladder?train'")
+_SHARED = ("ppo.hidden_sizes=[128,128]", "league.self_play=0.5", "league.pfsp_power=0.5",
+           "league.snapshot_until=0.6667")
+ACE_RECIPE = (*_SHARED, "ppo.gamma=0.995", f"league.anchors=[{_ANCHORS}]",
+              "actors.reward=shaped+0.5*hunt", "ppo.teacher_coef=0")
+TAUGHT_RECIPE = (*_SHARED, "ppo.gamma=0.998",
+                 f"league.anchors=[{_ANCHORS},'tactic:bluff?train','tactic:extend?train']",
                  "actors.reward=shaped+0.5*hunt+-0.75*draw+0.5*edge",
                  "ppo.teacher=ace", "ppo.teacher_coef=1", "ppo.teacher_until=0.5")
 RECIPES = {"ace": ACE_RECIPE, "taught": TAUGHT_RECIPE}
