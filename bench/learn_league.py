@@ -28,6 +28,13 @@ it over ``--exploiter-episodes`` episodes, and joins the league's anchors for th
 response of the default budget finds against the policy, the policy then meets. Their training
 counts in ``train_s``.
 
+With ``--average-from F`` the mean of the run's checkpoints from the fraction F of its
+agent-steps on (``python -m pipeline.average``, ``RUN/checkpoints/average.pt``) is judged
+beside the final policy: the same evaluations, held-out tactics and exploiter seeds, its own
+``RESULT_AVERAGE`` line, both entered in one round robin. ``--judge-only`` judges a finished run
+in ``--run-dir`` without training it (``--judge average``: the average alone; the final still
+plays in the round robin).
+
 Targets: ≥ 95 % wins against ``crank`` and ``random``, ≥ 99 % against straight, pursuit and
 shooter, the final policy top rated, in at most 30 minutes on a 2-core CPU.
 
@@ -60,6 +67,7 @@ outgrow its newest past self.
     python bench/learn_league.py --quick         # a few minutes: the mechanics, not the targets
     python bench/learn_league.py --recipe taught # the best measured recipe
     python bench/learn_league.py --set league.self_play=0.25 --set actors.reward=outcome
+    python bench/learn_league.py --recipe taught --seed 3 --run-dir RUN --judge-only --average-from 0.6667 --judge average
 """
 
 from __future__ import annotations
@@ -73,12 +81,14 @@ import tempfile
 import time
 from contextlib import redirect_stdout
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from exploit import DEFAULT_STEPS, exploit_match, match_line, strongest_exploiter
 
 from learner.checkpoint import list_checkpoints, read_checkpoint
+from learner.checkpoint.average import average_checkpoints, checkpoints_since
 from pipeline import evaluate as evaluate_cli
 from pipeline.config.files import load_toml, toml_value
 from pipeline.evaluation.heldout import heldout_line, heldout_matches
@@ -120,6 +130,28 @@ def evaluate(agent: str, opponents: tuple[str, ...], episodes: int, seed: int) -
     return {m["opponent"]: m for m in payload["matches"]}
 
 
+def rr_label(name: str, labels: dict[str, str]) -> str:
+    """A round-robin entrant's name as printed: ``final`` or ``average`` for the policies judged,
+    a checkpoint's file name, or the scripted agent's name."""
+    return labels.get(name) or (Path(name).name if "/" in name else name)
+
+
+def judge(policy: str, label: str, args: argparse.Namespace) -> dict[str, Any]:
+    """``policy`` against every scripted opponent and every held-out tactic, printed as the
+    bench prints them; its ``results`` (per opponent) and ``heldout_min``."""
+    results = evaluate(policy, OPPONENTS, args.episodes, seed=args.seed + 7)
+    print(f"\n{label} policy, {args.episodes} episodes per opponent from random starts, each start "
+          "from both sides:")
+    for o in OPPONENTS:
+        m = results[o]
+        lo, hi = m["win_ci95"]
+        print(f"  {o:8s} win {m['win_rate']:6.1%} [{lo:.1%}, {hi:.1%}]  draw {m['draw_rate']:5.1%}  "
+              f"loss {m['loss_rate']:5.1%}  ({m['episodes']} episodes, mean {m['mean_length_s']:.0f}s)")
+    heldout_min, heldout_rates = heldout_line(heldout_matches(policy, args.heldout_episodes, seed=args.seed + 9))
+    print(f"  {heldout_rates}", flush=True)
+    return {"results": results, "heldout_min": heldout_min}
+
+
 def train_in_stages(argv_launch: list[str], run_dir: Path, args: argparse.Namespace) -> int:
     """The league run, in ``args.exploiter_rounds + 1`` stages with a main exploiter trained
     after each stage but the last and added to the anchors; the launcher's exit code."""
@@ -148,6 +180,36 @@ def train_in_stages(argv_launch: list[str], run_dir: Path, args: argparse.Namesp
     return 0
 
 
+def train_and_curve(argv_launch: list[str], run_dir: Path,
+                    args: argparse.Namespace) -> tuple[int, float, float | None]:
+    """Train the run (:func:`train_in_stages`) and print its learning curve; the launcher's exit
+    code, the training's wall time and the curve's time to 95 % against crank and random."""
+    start, born = time.perf_counter(), time.time()  # born: the curve's clock (a resume rewrites config.toml)
+    code = train_in_stages(argv_launch, run_dir, args)
+    train_s = time.perf_counter() - start
+    if code != 0:
+        return code, train_s, None
+    checkpoints = list_checkpoints(run_dir / "checkpoints")
+    picks = sorted({round(i * (len(checkpoints) - 1) / max(args.curve_points - 1, 1))
+                    for i in range(args.curve_points)})
+    elo = reported_ratings(run_dir / "run.log")
+    time_to_95: float | None = None  # the first curve row at 95 % against crank and random
+    print("learning curve (win rate per opponent, the learner's league rating as reported then):")
+    for i in picks:
+        ckpt = checkpoints[i]
+        steps = int(read_checkpoint(ckpt)["extra"]["agent_steps"])
+        curve = evaluate(str(ckpt), OPPONENTS, args.curve_episodes, seed=1000 + i)
+        rating = next((r for s_, r in elo if s_ >= steps), elo[-1][1] if elo else None)
+        if time_to_95 is None and min(curve[o]["win_rate"] for o in ("crank", "random")) >= 0.95:
+            time_to_95 = ckpt.stat().st_mtime - born
+        print(f"  {steps:>10,} steps  {ckpt.stat().st_mtime - born:7.0f}s  "
+              + "  ".join(f"{o} {curve[o]['win_rate']:6.1%}" for o in OPPONENTS)
+              + (f"  league rating {rating:.0f}" if rating is not None else ""), flush=True)
+    print("  first row at 95 % against crank and random: "
+          + (f"{time_to_95:.0f}s" if time_to_95 is not None else "none"), flush=True)
+    return 0, train_s, time_to_95
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=24_000_000, help="agent-steps to train in all")
@@ -171,7 +233,24 @@ def main(argv: list[str] | None = None) -> int:
                         "the best measured on the held-out tactics)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="passed to pipeline.launch after the recipe's (e.g. league.self_play=0.25)")
+    p.add_argument("--average-from", type=float, default=None, metavar="F",
+                   help="also judge the mean of the checkpoints from this fraction of the run on "
+                        "(pipeline.average), beside the final policy")
+    p.add_argument("--judge-only", action="store_true",
+                   help="judge the finished run in --run-dir without training it (nor its curve)")
+    p.add_argument("--judge", default="", metavar="WHICH",
+                   help="the policies evaluated and exploited, of final and average (default: both "
+                        "with --average-from, else final); the round robin enters both either way")
     args = p.parse_args(argv)
+    if args.average_from is not None and not 0.0 <= args.average_from <= 1.0:
+        p.error(f"--average-from must be in [0, 1], got {args.average_from}")
+    if args.judge_only and not args.run_dir:
+        p.error("--judge-only needs the finished run's --run-dir")
+    available = ["final", "average"] if args.average_from is not None else ["final"]
+    wanted = [w.strip() for w in args.judge.split(",") if w.strip()] or available
+    if not wanted or any(w not in available for w in wanted):
+        p.error(f"--judge takes {' and '.join(available)}, got {args.judge!r}"
+                + ("" if args.average_from is not None else " (average needs --average-from)"))
     if args.exploiter_rounds < 0:
         p.error(f"--exploiter-rounds must be at least 0, got {args.exploiter_rounds}")
     if args.quick:
@@ -182,6 +261,10 @@ def main(argv: list[str] | None = None) -> int:
     tmp = None
     if args.run_dir:
         run_dir = Path(args.run_dir)
+        judged_before = [run_dir / "exploiters" / w for w in wanted if (run_dir / "exploiters" / w).exists()]
+        if args.judge_only and judged_before:
+            p.error(f"{judged_before[0]} exists: that policy of the run was judged already (its "
+                    "exploiters' runs are there; move them away to judge it again)")
     else:
         tmp = tempfile.TemporaryDirectory(prefix="learn_league_")
         run_dir = Path(tmp.name) / "run"
@@ -199,46 +282,32 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.steps:,} agent-steps; run {run_dir}; recipe {args.recipe}; settings "
           f"{' '.join((*recipe, *args.set))}",
           flush=True)
-    start, born = time.perf_counter(), time.time()  # born: the curve's clock (a resume rewrites config.toml)
-    code = train_in_stages(argv_launch, run_dir, args)
-    train_s = time.perf_counter() - start
-    if code != 0:
-        print(f"training failed with exit code {code}; see {run_dir / 'run.log'}")
-        return code
-    checkpoints = list_checkpoints(run_dir / "checkpoints")
-    picks = sorted({round(i * (len(checkpoints) - 1) / max(args.curve_points - 1, 1))
-                    for i in range(args.curve_points)})
-    elo = reported_ratings(run_dir / "run.log")
-    time_to_95: float | None = None  # the first curve row at 95 % against crank and random
-    print("learning curve (win rate per opponent, the learner's league rating as reported then):")
-    for i in picks:
-        ckpt = checkpoints[i]
-        steps = int(read_checkpoint(ckpt)["extra"]["agent_steps"])
-        curve = evaluate(str(ckpt), OPPONENTS, args.curve_episodes, seed=1000 + i)
-        rating = next((r for s_, r in elo if s_ >= steps), elo[-1][1] if elo else None)
-        if time_to_95 is None and min(curve[o]["win_rate"] for o in ("crank", "random")) >= 0.95:
-            time_to_95 = ckpt.stat().st_mtime - born
-        print(f"  {steps:>10,} steps  {ckpt.stat().st_mtime - born:7.0f}s  "
-              + "  ".join(f"{o} {curve[o]['win_rate']:6.1%}" for o in OPPONENTS)
-              + (f"  league rating {rating:.0f}" if rating is not None else ""), flush=True)
-    print("  first row at 95 % against crank and random: "
-          + (f"{time_to_95:.0f}s" if time_to_95 is not None else "none"), flush=True)
+    start = time.perf_counter()
+    if args.judge_only:
+        print(f"training skipped (--judge-only): judging {run_dir}", flush=True)
+        train_s: float | None = None
+        time_to_95: float | None = None
+    else:
+        code, train_s, time_to_95 = train_and_curve(argv_launch, run_dir, args)
+        if code != 0:
+            print(f"training failed with exit code {code}; see {run_dir / 'run.log'}")
+            return code
     final = str(run_dir / "checkpoints" / "latest.pt")
+    judged = [("final", final)]
+    if args.average_from is not None:
+        average = run_dir / "checkpoints" / "average.pt"
+        picked = checkpoints_since(run_dir / "checkpoints", args.average_from)
+        average_checkpoints(picked, average, note=f"the mean of {len(picked)} checkpoints of {run_dir}")
+        print(f"\naverage: the mean of the {len(picked)} checkpoints from {args.average_from:.4f} of the "
+              f"run on ({picked[0].name} to {picked[-1].name}), {average}", flush=True)
+        judged.append(("average", str(average)))
     t0 = time.perf_counter()
-    results = evaluate(final, OPPONENTS, args.episodes, seed=args.seed + 7)
+    judgements = {label: judge(path, label, args) for label, path in judged if label in wanted}
     eval_s = time.perf_counter() - t0
-    print(f"\nfinal policy, {args.episodes} episodes per opponent from random starts, each start "
-          "from both sides:")
-    for o in OPPONENTS:
-        m = results[o]
-        lo, hi = m["win_ci95"]
-        print(f"  {o:8s} win {m['win_rate']:6.1%} [{lo:.1%}, {hi:.1%}]  draw {m['draw_rate']:5.1%}  "
-              f"loss {m['loss_rate']:5.1%}  ({m['episodes']} episodes, mean {m['mean_length_s']:.0f}s)")
-    heldout_min, heldout_rates = heldout_line(heldout_matches(final, args.heldout_episodes, seed=args.seed + 9))
-    print(f"  {heldout_rates}")
     final_name = list_checkpoints(run_dir / "checkpoints")[-1].name  # the snapshot of the same version is the final
     snapshots = [str(q) for q in list_checkpoints(run_dir / "league") if q.name != final_name]
-    entrants = [*OPPONENTS, *snapshots[-args.rr_snapshots:], final]
+    labels = {path: label for label, path in judged}
+    entrants = [*OPPONENTS, *snapshots[-args.rr_snapshots:], *labels]
     t0 = time.perf_counter()
     with redirect_stdout(io.StringIO()):
         rr = evaluate_cli.main(["--round-robin", ",".join(entrants), "--episodes", str(args.rr_episodes),
@@ -247,27 +316,34 @@ def main(argv: list[str] | None = None) -> int:
     ratings = sorted(rr["ratings"].items(), key=lambda kv: -kv[1]["elo"])
     print(f"\nround robin of {len(entrants)} ({args.rr_episodes} episodes per pair):")
     for name, r in ratings:
-        label = "final" if name == final else (Path(name).name if "/" in name else name)
-        print(f"  {label:24s} {r['elo']:7.0f} ± {r['stderr']:.0f}")
-    top = ratings[0][0]
-    top_label = "final" if top == final else (Path(top).name if "/" in top else top)
-    ladder_min = min(results[o]["win_rate"] for o in LADDER)
-    exploit, exploiters = strongest_exploiter(final, 1 if args.quick else 3,
-                                              *((40_960, 16) if args.quick else (4_000_000, 400)),
-                                              seed=args.seed + 101, run_dir=run_dir / "exploiters" / "final",
-                                              quick=args.quick)
-    print("\nexploiters (fresh learners against the frozen final policy):")
-    for match in exploiters:
-        print("  " + match_line(match, "final"))
-    exploit_wins = ",".join(f"{m['win_rate']:.3f}" for m in exploiters)
-    print(f"\nwall time: training {train_s:.0f}s, final evaluation {eval_s:.0f}s, round robin {rr_s:.0f}s, "
+        print(f"  {rr_label(name, labels):24s} {r['elo']:7.0f} ± {r['stderr']:.0f}")
+    top_label = rr_label(ratings[0][0], labels)
+    for label, path in judged:
+        if label not in wanted:
+            continue
+        exploit, exploiters = strongest_exploiter(path, 1 if args.quick else 3,
+                                                  *((40_960, 16) if args.quick else (4_000_000, 400)),
+                                                  seed=args.seed + 101, run_dir=run_dir / "exploiters" / label,
+                                                  quick=args.quick)
+        print(f"\nexploiters (fresh learners against the frozen {label} policy):")
+        for match in exploiters:
+            print("  " + match_line(match, label))
+        judgements[label].update(exploit=exploit, exploiters=exploiters)
+    trained = "skipped" if train_s is None else f"{train_s:.0f}s"
+    print(f"\nwall time: training {trained}, evaluation {eval_s:.0f}s, round robin {rr_s:.0f}s, "
           f"total {time.perf_counter() - start:.0f}s; load average {os.getloadavg()[0]:.2f} at the end")
-    print(f"RESULT win_crank={results['crank']['win_rate']:.3f} win_random={results['random']['win_rate']:.3f} "
-          f"win_ladder_min={ladder_min:.3f} win_heldout_min={heldout_min:.3f} exploit_win={exploit['win_rate']:.3f} "
-          f"exploit_wins={exploit_wins} top_rated={top_label} agent_steps={args.steps} "
-          f"exploiter_rounds={args.exploiter_rounds} "
-          f"time_to_95_s={f'{time_to_95:.0f}' if time_to_95 is not None else 'none'} "
-          f"train_s={train_s:.0f} total_s={time.perf_counter() - start:.0f} quick={int(args.quick)}")
+    for label, j in judgements.items():
+        results, exploiters = j["results"], j["exploiters"]
+        ladder_min = min(results[o]["win_rate"] for o in LADDER)
+        exploit_wins = ",".join(f"{m['win_rate']:.3f}" for m in exploiters)
+        print(f"{'RESULT' if label == 'final' else 'RESULT_' + label.upper()} "
+              f"win_crank={results['crank']['win_rate']:.3f} win_random={results['random']['win_rate']:.3f} "
+              f"win_ladder_min={ladder_min:.3f} win_heldout_min={j['heldout_min']:.3f} "
+              f"exploit_win={j['exploit']['win_rate']:.3f} "
+              f"exploit_wins={exploit_wins} top_rated={top_label} agent_steps={args.steps} "
+              f"exploiter_rounds={args.exploiter_rounds} "
+              f"time_to_95_s={'skipped' if train_s is None else 'none' if time_to_95 is None else f'{time_to_95:.0f}'} "
+              f"train_s={'skipped' if train_s is None else f'{train_s:.0f}'} total_s={time.perf_counter() - start:.0f} quick={int(args.quick)}")
     if tmp is not None:
         tmp.cleanup()
     return 0

@@ -18,9 +18,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)  # the bench, then the same run judged again: 5 minutes beside a busy job
 def test_the_league_bench_runs_end_to_end(tmp_path):
     done = subprocess.run([sys.executable, str(REPO / "bench" / "learn_league.py"), "--quick",
-                           "--run-dir", str(tmp_path / "run")],
+                           "--run-dir", str(tmp_path / "run"), "--average-from", "0.5", "--judge", "final"],
                           cwd=REPO, capture_output=True, text=True, timeout=900)
     out = done.stdout + done.stderr
     assert done.returncode == 0, out
@@ -49,8 +50,36 @@ def test_the_league_bench_runs_end_to_end(tmp_path):
     # The time to 95 %: the first row at 95 % against both crank and random, if any.
     first = next((int(t) for t, c, r in rows if min(float(c), float(r)) >= 95.0), None)
     assert result["time_to_95_s"] == ("none" if first is None else str(first)), (result, rows)
-    assert "round robin of 7 " in out, out
+    assert "round robin of 8 " in out, out  # the scripted five, a snapshot, the final and the average
     assert (tmp_path / "run" / "league" / "league.json").is_file()
+    # The average of the checkpoints from half the run on entered the round robin (--judge final:
+    # only the final judged).
+    averaged = read_checkpoint(tmp_path / "run" / "checkpoints" / "average.pt")["extra"]["averaged"]
+    steps = averaged["agent_steps"]
+    assert averaged["checkpoints"] >= 1 and min(steps) >= max(steps) / 2, averaged
+    assert re.search(r"^\s+average\s+-?\d+ ± \d+$", out, re.M) and "RESULT_AVERAGE" not in out, out
+    # The finished run judged again without training: the average alone, judged as the final
+    # was, on a RESULT line of its own; the final in the round robin.
+    again = subprocess.run([sys.executable, str(REPO / "bench" / "learn_league.py"), "--quick", "--judge-only",
+                            "--run-dir", str(tmp_path / "run"), "--average-from", "0.5", "--judge", "average"],
+                           cwd=REPO, capture_output=True, text=True, timeout=900)
+    out = again.stdout + again.stderr
+    assert again.returncode == 0, out
+    assert "training skipped (--judge-only)" in out and "round robin of 8 " in out, out
+    assert re.search(r"^\s+final\s+-?\d+ ± \d+$", out, re.M), out
+    assert re.search(r"^RESULT_AVERAGE .*train_s=skipped", out, re.M) and not re.search(r"^RESULT ", out, re.M), out
+    assert "against final" not in out, out
+    avg = re.search(r"^RESULT_AVERAGE (.*)$", out, re.M)
+    avg_result = dict(kv.split("=", 1) for kv in avg[1].split())
+    assert all(0.0 <= float(avg_result[k]) <= 1.0 for k in rates), avg_result
+    assert re.search(r"^\s+exploiter seed \d+ against average: win ([\d.]+)%", out, re.M), out
+    assert (tmp_path / "run" / "exploiters" / "average" / "exploiter0" / "checkpoints" / "latest.pt").is_file()
+    assert re.search(r"^\s+held-out win/draw/loss: pump", out, re.M), out
+    # Judged once: a second time is refused before anything runs, naming what is there.
+    third = subprocess.run([sys.executable, str(REPO / "bench" / "learn_league.py"), "--quick", "--judge-only",
+                            "--run-dir", str(tmp_path / "run"), "--average-from", "0.5", "--judge", "average"],
+                           cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert third.returncode == 2 and "exploiters/average exists" in third.stderr, third.stderr
 
 
 @pytest.mark.slow

@@ -11,7 +11,9 @@ file raises :class:`CheckpointError` with one line naming the file and what is w
 
 The parts: :mod:`learner.checkpoint.files` (names, listing, the errors),
 :mod:`learner.checkpoint.saving` (the write and sweep side), :mod:`learner.checkpoint.loading`
-(the load-and-verify side), :mod:`learner.checkpoint.rng` (the global RNG states).
+(the load-and-verify side), :mod:`learner.checkpoint.export` (policy-only files),
+:mod:`learner.checkpoint.average` (the mean of a run's checkpoints as one policy-only file),
+:mod:`learner.checkpoint.rng` (the global RNG states).
 """
 
 from learner.checkpoint.files import (
