@@ -10,7 +10,13 @@ import torch
 from test_learner_ppo import random_batch, small_learner
 
 from learner import ActionSpec, PPOConfig, PPOLearner
-from learner.checkpoint import CheckpointError, load_checkpoint, load_policy, read_checkpoint, save_checkpoint
+from learner.checkpoint import (
+    CheckpointError,
+    load_checkpoint,
+    load_policy,
+    read_checkpoint,
+    save_checkpoint,
+)
 from learner.checkpoint.average import average_checkpoints, average_states, checkpoints_since
 from pipeline import average as average_cli
 from pipeline import evaluate as evaluate_cli
