@@ -36,7 +36,7 @@ AVERAGE_NAME = "average.pt"
 def build_parser() -> CommandParser:
     p = CommandParser(prog="python -m pipeline.average", description=__doc__.split("\n\n")[0])
     p.add_argument("sources", nargs="+", type=Path,
-                   help="a run directory or checkpoints folder, or two or more checkpoint files")
+                   help="a run directory or checkpoints folder, or the checkpoint files to average")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--from", dest="fraction", type=float, default=None,
                        help="average the checkpoints written from this fraction of the run's "
