@@ -25,8 +25,8 @@ import sys
 from pathlib import Path
 
 from core.command import CommandParser, run_command
-from learner.checkpoint.average import average_checkpoints, checkpoints_since
-from learner.checkpoint.files import CHECKPOINTS_DIR, CheckpointError, list_checkpoints
+from learner.checkpoint.average import average_checkpoints, checkpoints_since, run_checkpoints
+from learner.checkpoint.files import CheckpointError
 from learner.checkpoint.loading import read_checkpoint
 
 DEFAULT_FROM = 2 / 3
@@ -63,18 +63,14 @@ def select(args: argparse.Namespace) -> tuple[list[Path], Path]:
     folder = sources[0]
     if not folder.is_dir():
         raise CheckpointError(f"no run directory, checkpoints folder or checkpoint file at {folder}")
-    checkpoints = folder if list_checkpoints(folder) else folder / CHECKPOINTS_DIR
-    if last is not None:
-        if last < 1:
-            raise ValueError(f"--last must be at least 1, got {last}")
-        found = list_checkpoints(checkpoints)
-        if not found:
-            raise CheckpointError(f"no numbered checkpoints (ckpt_*.pt) in {folder} or {folder / CHECKPOINTS_DIR}")
-        return found[-last:], checkpoints / AVERAGE_NAME
+    if last is not None and last < 1:
+        raise ValueError(f"--last must be at least 1, got {last}")
     fraction = DEFAULT_FROM if fraction is None else fraction
     if not 0.0 <= fraction <= 1.0:
         raise ValueError(f"--from must be in [0, 1], got {fraction}")
-    return checkpoints_since(checkpoints, fraction), checkpoints / AVERAGE_NAME
+    checkpoints, found = run_checkpoints(folder)
+    picked = found[-last:] if last is not None else checkpoints_since(checkpoints, fraction)
+    return picked, checkpoints / AVERAGE_NAME
 
 
 def main(argv: list[str] | None = None) -> Path:

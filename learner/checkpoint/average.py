@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from learner.checkpoint.export import policy_state
-from learner.checkpoint.files import CheckpointError, list_checkpoints
+from learner.checkpoint.files import CHECKPOINTS_DIR, CheckpointError, list_checkpoints
 from learner.checkpoint.loading import read_checkpoint
 from learner.checkpoint.saving import atomic_torch_save
 from learner.network import ActorCritic
@@ -82,6 +82,18 @@ def average_states(paths: Sequence[str | Path], note: str = "") -> dict[str, Any
     return out
 
 
+def run_checkpoints(directory: str | Path) -> tuple[Path, list[Path]]:
+    """The folder that holds the numbered checkpoints of ``directory`` (a checkpoints folder or a
+    run directory) and those checkpoints, oldest first; :class:`CheckpointError` when there are
+    none."""
+    directory = Path(directory)
+    for folder in (directory, directory / CHECKPOINTS_DIR):
+        found = list_checkpoints(folder)
+        if found:
+            return folder, found
+    raise CheckpointError(f"no numbered checkpoints (ckpt_*.pt) in {directory} or {directory / CHECKPOINTS_DIR}")
+
+
 def checkpoints_since(directory: str | Path, fraction: float) -> list[Path]:
     """The numbered checkpoints of ``directory`` (a checkpoints folder or a run directory)
     written at or after ``fraction`` (in [0, 1]) of the newest one's agent-steps, oldest first.
@@ -90,10 +102,7 @@ def checkpoints_since(directory: str | Path, fraction: float) -> list[Path]:
     raises :class:`CheckpointError`."""
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0.0 <= fraction <= 1.0:
         raise ValueError(f"fraction must be a number in [0, 1], got {fraction!r}")
-    directory = Path(directory)
-    found = list_checkpoints(directory) or list_checkpoints(directory / "checkpoints")
-    if not found:
-        raise CheckpointError(f"no numbered checkpoints (ckpt_*.pt) in {directory} or {directory / 'checkpoints'}")
+    _, found = run_checkpoints(directory)
     steps = []
     for path in found:
         value = (read_checkpoint(path).get("extra") or {}).get("agent_steps")
