@@ -50,11 +50,14 @@ class Launch:
             self.lines.append(line)
 
     def wait_for(self, text: str, timeout: float = 180.0) -> None:
+        self.wait_for_line(re.compile(re.escape(text)), timeout)
+
+    def wait_for_line(self, pattern: re.Pattern[str], timeout: float = 180.0) -> None:
         deadline = time.monotonic() + timeout
-        while not any(text in line for line in self.lines):
+        while not any(pattern.search(line) for line in self.lines):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.proc.kill()
-                pytest.fail(f"never saw {text!r}; output:\n{''.join(self.lines)}")
+                pytest.fail(f"never saw {pattern.pattern!r}; output:\n{''.join(self.lines)}")
             time.sleep(0.05)
 
     def finish(self, timeout: float = 120.0) -> int:
@@ -157,9 +160,10 @@ def test_sigterm_while_the_main_thread_holds_the_ring_lock(tmp_path, mode):
 def test_a_stop_is_honoured_inside_a_long_chunk(tmp_path):
     """Chunks of many long decision steps (time scale 20: 500 physics steps each) are given up
     between two decision steps when the run stops, instead of running to their end."""
-    launch = Launch(tmp_path / "run", "--time-scale", "20", "--rollout-len", "512", "--sync")
-    launch.wait_for("metrics: ")  # the run has started its first chunk about now
-    time.sleep(1.0)
+    # 4096 decision steps a chunk: several seconds even on a fast machine. The signal goes once
+    # a progress line shows episodes ended and no step trained yet: the first chunk is under way.
+    launch = Launch(tmp_path / "run", "--time-scale", "20", "--rollout-len", "4096", "--sync")
+    launch.wait_for_line(re.compile(r"steps 0/\d+ .* of [1-9]"))
     launch.proc.send_signal(signal.SIGINT)
     code = launch.finish()
     out = "".join(launch.lines)
