@@ -91,6 +91,7 @@ from exploit import DEFAULT_STEPS, exploit_match, match_line, strongest_exploite
 from learner.checkpoint import list_checkpoints, read_checkpoint
 from learner.checkpoint.average import average_checkpoints, checkpoints_since
 from pipeline import evaluate as evaluate_cli
+from pipeline import select as select_cli
 from pipeline.config.files import load_toml, toml_value
 from pipeline.evaluation.heldout import heldout_line, heldout_matches
 from pipeline.launch import main as launch
@@ -132,7 +133,7 @@ def evaluate(agent: str, opponents: tuple[str, ...], episodes: int, seed: int) -
 
 
 def rr_label(name: str, labels: dict[str, str]) -> str:
-    """A round-robin entrant's name as printed: ``final`` or ``average`` for the policies judged,
+    """A round-robin entrant's name as printed: ``final``, ``average`` or ``selected`` for the policies judged,
     a checkpoint's file name, or the scripted agent's name."""
     return labels.get(name) or (Path(name).name if "/" in name else name)
 
@@ -237,27 +238,36 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--average-from", type=float, default=None, metavar="F",
                    help="also judge the mean of the checkpoints from this fraction of the run on "
                         "(pipeline.average), beside the final policy")
+    p.add_argument("--select-from", type=float, default=None, metavar="F",
+                   help="also judge the checkpoint from this fraction of the run on with the highest "
+                        "worst win rate against the run's anchors (pipeline.select), beside the final")
+    p.add_argument("--select-episodes", type=int, default=200,
+                   help="--select-from: episodes per candidate and anchor (default 200)")
     p.add_argument("--judge-only", action="store_true",
                    help="judge the finished run in --run-dir without training it (nor its curve)")
     p.add_argument("--judge", default="", metavar="WHICH",
-                   help="the policies evaluated and exploited, of final and average (default: both "
-                        "with --average-from, else final); the round robin enters both either way")
+                   help="the policies evaluated and exploited, of final, average and selected (default: "
+                        "every one asked for); the round robin enters them all either way")
     args = p.parse_args(argv)
-    if args.average_from is not None and not 0.0 <= args.average_from <= 1.0:
-        p.error(f"--average-from must be in [0, 1], got {args.average_from}")
+    for flag, value in (("--average-from", args.average_from), ("--select-from", args.select_from)):
+        if value is not None and not 0.0 <= value <= 1.0:
+            p.error(f"{flag} must be in [0, 1], got {value}")
+    if args.select_episodes < 1:
+        p.error(f"--select-episodes must be at least 1, got {args.select_episodes}")
     if args.judge_only and not args.run_dir:
         p.error("--judge-only needs the finished run's --run-dir")
-    available = ["final", "average"] if args.average_from is not None else ["final"]
+    available = ["final", *(["average"] if args.average_from is not None else []),
+                 *(["selected"] if args.select_from is not None else [])]
     wanted = [w.strip() for w in args.judge.split(",") if w.strip()] or available
     if not wanted or any(w not in available for w in wanted):
-        p.error(f"--judge takes {' and '.join(available)}, got {args.judge!r}"
-                + ("" if args.average_from is not None else " (average needs --average-from)"))
+        p.error(f"--judge takes {', '.join(available)}, got {args.judge!r} (average needs "
+                "--average-from, selected --select-from)")
     if args.exploiter_rounds < 0:
         p.error(f"--exploiter-rounds must be at least 0, got {args.exploiter_rounds}")
     if args.quick:
         args.steps, args.checkpoint_s, args.curve_points = 40_960, 5.0, 2
         args.episodes, args.curve_episodes, args.rr_episodes, args.rr_snapshots = 40, 16, 8, 1
-        args.heldout_episodes = 8
+        args.heldout_episodes, args.select_episodes = 8, 4
         args.exploiter_steps, args.exploiter_episodes = 40_960, 16
     tmp = None
     if args.run_dir:
@@ -302,6 +312,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\naverage: the mean of the {len(picked)} checkpoints from {args.average_from:.4f} of the "
               f"run on ({picked[0].name} to {picked[-1].name}), {average}", flush=True)
         judged.append(("average", str(average)))
+    if args.select_from is not None:
+        with redirect_stdout(io.StringIO()) as table:
+            selected = select_cli.main([str(run_dir), "--from", str(args.select_from),
+                                        "--episodes", str(args.select_episodes), "--seed", str(args.seed + 13)])
+        print(f"\nselected: the checkpoint from {args.select_from:.4f} of the run on with the highest worst "
+              "win rate against the run's anchors (pipeline.select), " + table.getvalue().rstrip(), flush=True)
+        judged.append(("selected", str(selected)))
     t0 = time.perf_counter()
     judgements = {label: judge(path, label, args) for label, path in judged if label in wanted}
     eval_s = time.perf_counter() - t0

@@ -13,8 +13,14 @@ import pytest
 
 from agents.tactics import HELDOUT
 from learner.checkpoint import list_checkpoints, read_checkpoint
+from pipeline.config.files import load_toml
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def read_anchors(run: Path) -> list[str]:
+    """The league anchors a run trained against."""
+    return list(load_toml(run / "config.toml")["league"]["anchors"])
 
 
 @pytest.mark.slow
@@ -58,14 +64,23 @@ def test_the_league_bench_runs_end_to_end(tmp_path):
     steps = averaged["agent_steps"]
     assert averaged["checkpoints"] >= 1 and min(steps) >= max(steps) / 2, averaged
     assert re.search(r"^\s+average\s+-?\d+ ± \d+$", out, re.M) and "RESULT_AVERAGE" not in out, out
-    # The finished run judged again without training: the average alone, judged as the final
-    # was, on a RESULT line of its own; the final in the round robin.
+    # The finished run judged again without training: the average and the checkpoint selected
+    # against the anchors, each judged as the final was, on a RESULT line of its own; the final
+    # in the round robin.
     again = subprocess.run([sys.executable, str(REPO / "bench" / "learn_league.py"), "--quick", "--judge-only",
-                            "--run-dir", str(tmp_path / "run"), "--average-from", "0.5", "--judge", "average"],
+                            "--run-dir", str(tmp_path / "run"), "--average-from", "0.5", "--select-from", "0.5",
+                            "--judge", "average,selected"],
                            cwd=REPO, capture_output=True, text=True, timeout=900)
     out = again.stdout + again.stderr
     assert again.returncode == 0, out
-    assert "training skipped (--judge-only)" in out and "round robin of 8 " in out, out
+    assert "training skipped (--judge-only)" in out and "round robin of 9 " in out, out
+    kept = re.search(r"^\s+(ckpt_\d+\.pt)\s.*<- kept$", out, re.M)
+    assert kept is not None, out
+    selected = read_checkpoint(tmp_path / "run" / "checkpoints" / "selected.pt")["extra"]["selected"]
+    assert selected["checkpoint"] == kept[1], selected
+    assert set(selected["candidates"][0]["win_rates"]) == set(read_anchors(tmp_path / "run")), selected
+    assert re.search(r"^RESULT_SELECTED .*train_s=skipped", out, re.M), out
+    assert re.search(r"^\s+exploiter seed \d+ against selected: win ([\d.]+)%", out, re.M), out
     assert re.search(r"^\s+final\s+-?\d+ ± \d+$", out, re.M), out
     assert re.search(r"^RESULT_AVERAGE .*train_s=skipped", out, re.M) and not re.search(r"^RESULT ", out, re.M), out
     assert "against final" not in out, out

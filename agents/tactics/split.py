@@ -51,3 +51,19 @@ TRAINING: list[str] = [f"tactic:{name}?train" for name in TRAINING_RANGES]
 
 HELDOUT: list[str] = [f"tactic:{name}?heldout" for name in HELDOUT_RANGES]
 """The held-out tactics with their held-out ranges: for evaluation only, never for training."""
+
+
+def meets_heldout(spec: str) -> bool:
+    """Whether flying against ``spec`` could show a fighter a held-out tactic or parameter value:
+    a tactic held out whole, or a tactic spec with any draw but its training ranges (its
+    defaults, ``?random``, ``?heldout`` or a fixed parameter). Other specs (scripted agents,
+    checkpoints, league snapshots) never do. What picks among a run's checkpoints
+    (``pipeline.select``) may meet only specs for which this is false, so the held-out tactics
+    judge a policy that nothing chose with them."""
+    body = spec.strip()
+    if not body.startswith("tactic:"):
+        return False
+    name, _, query = body[len("tactic:"):].partition("?")
+    if name not in TRAINING_RANGES:
+        return name in HELDOUT_RANGES or not name  # an unknown name is refused where it is built
+    return [item.strip() for item in query.split("&")] != ["train"]
