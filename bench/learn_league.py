@@ -31,7 +31,10 @@ counts in ``train_s``.
 With ``--average-from F`` the mean of the run's checkpoints from the fraction F of its
 agent-steps on (``python -m pipeline.average``, ``RUN/checkpoints/average.pt``) is judged
 beside the final policy: the same evaluations, held-out tactics and exploiter seeds, its own
-``RESULT_AVERAGE`` line, both entered in one round robin. ``--judge-only`` judges a finished run
+``RESULT_AVERAGE`` line, both entered in one round robin. With ``--select-from F`` the checkpoint
+from the fraction F on with the highest worst win rate against the run's own anchors
+(``python -m pipeline.select``, ``--select-episodes`` each, ``RUN/checkpoints/selected.pt``; never
+a held-out tactic) is judged the same way, on a ``RESULT_SELECTED`` line. ``--judge-only`` judges a finished run
 in ``--run-dir`` without training it (``--judge average``: the average alone; the final still
 plays in the round robin).
 
