@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from agents.base import BaseAgent
 from agents.grouped import GroupedOpponent
 from agents.tactics.split import meets_heldout
 from learner.checkpoint import read_checkpoint
@@ -74,6 +75,14 @@ def run_anchors(run_dir: str | Path) -> list[str]:
     return [str(a) for a in anchors]
 
 
+def _built(spec: str, sim: BatchedSim, seed: int, num_envs: int | None = None) -> BaseAgent:
+    """The agent ``spec`` names for ``num_envs`` (default: all) of ``sim``'s environments, in
+    evaluation mode."""
+    config = sim.config
+    return build_agent(spec, sim.num_envs if num_envs is None else num_envs, sim.layout, sim.device,
+                       seed=seed, action_mode=config.action_mode, sim_config=config).eval()
+
+
 def validate(paths: Sequence[str | Path], opponents: Sequence[str], episodes: int, seed: int = 0,
              device: str = "cpu") -> list[Candidate]:
     """Every checkpoint at ``paths`` against every one of ``opponents`` (checked with
@@ -99,9 +108,8 @@ def validate(paths: Sequence[str | Path], opponents: Sequence[str], episodes: in
         wins = torch.zeros(len(opponents), dtype=torch.int64)
         for side in (0, 1):
             sim = BatchedSim(starts * len(opponents), config, device=device, seed=seed * 100_003)
-            built = dict(layout=sim.layout, device=device, action_mode=config.action_mode, sim_config=config)
-            policy = build_agent(str(path), sim.num_envs, seed=seed * 2 + side, **built).eval()
-            grouped = GroupedOpponent([{"opponent": build_agent(o, starts, seed=seed * 2 + 1 - side + 2 * g, **built).eval()}
+            policy = _built(str(path), sim, seed * 2 + side)
+            grouped = GroupedOpponent([{"opponent": _built(o, sim, seed * 2 + 1 - side + 2 * g, starts)}
                                        for g, o in enumerate(opponents)])
             cuda = [sim.device] if sim.device.type == "cuda" else []
             with torch.random.fork_rng(devices=cuda):
