@@ -62,8 +62,9 @@ outgrow its newest past self.
   anchors. Over seeds 0, 1 and 2 its lowest held-out win rate was 0.848, 0.728 and 0.797, where
   ``ace``'s recipe had 0.335–0.410 against the held-out tactics of its day; on one seed it drew
   a fifth of its fights with ``random`` (78.3 %): bench/RESULTS.md, "The draw at three quarters
-  of a loss on three seeds". Seeds 3 and 4 gave 0.500 and 0.492 (the held-out ``pump``) and
-  70.7 and 86.8 % against ``crank``: "The taught recipe on seeds 3 and 4".
+  of a loss on three seeds". Over nine runs (seeds 0–6, seeds 3 and 4 twice) its lowest
+  held-out rate ranged from 0.407 to 0.848 and ``crank`` from 70.7 to 99.3 %: "What each recipe
+  change did to the held-out win rate".
 
 ``--set`` overrides any of them (``--set ppo.teacher_coef=0`` trains without the teacher).
 
