@@ -25,11 +25,10 @@ import sys
 from pathlib import Path
 
 from core.command import CommandParser, run_command
-from learner.checkpoint.average import average_checkpoints, checkpoints_since, run_checkpoints
+from learner.checkpoint.average import LATE_FROM, average_checkpoints, late_checkpoints
 from learner.checkpoint.files import CheckpointError
 from learner.checkpoint.loading import read_checkpoint
 
-DEFAULT_FROM = 2 / 3
 AVERAGE_NAME = "average.pt"
 
 
@@ -40,7 +39,7 @@ def build_parser() -> CommandParser:
     which = p.add_mutually_exclusive_group()
     which.add_argument("--from", dest="fraction", type=float, default=None,
                        help="average the checkpoints written from this fraction of the run's "
-                            f"agent-steps on (default {DEFAULT_FROM:.4f})")
+                            f"agent-steps on (default {LATE_FROM:.4f})")
     which.add_argument("--last", type=int, default=None, help="average the newest N numbered checkpoints")
     p.add_argument("--out", type=Path, help=f"the file to write (default: CHECKPOINTS/{AVERAGE_NAME})")
     p.add_argument("--note", default="", help="kept in the file: e.g. the command that trained the run")
@@ -63,13 +62,7 @@ def select(args: argparse.Namespace) -> tuple[list[Path], Path]:
     folder = sources[0]
     if not folder.is_dir():
         raise CheckpointError(f"no run directory, checkpoints folder or checkpoint file at {folder}")
-    if last is not None and last < 1:
-        raise ValueError(f"--last must be at least 1, got {last}")
-    fraction = DEFAULT_FROM if fraction is None else fraction
-    if not 0.0 <= fraction <= 1.0:
-        raise ValueError(f"--from must be in [0, 1], got {fraction}")
-    checkpoints, found = run_checkpoints(folder)
-    picked = found[-last:] if last is not None else checkpoints_since(checkpoints, fraction)
+    checkpoints, picked = late_checkpoints(folder, fraction, last)
     return picked, checkpoints / AVERAGE_NAME
 
 

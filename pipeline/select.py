@@ -24,13 +24,12 @@ from pathlib import Path
 
 from core.command import CommandParser, run_command
 from learner.checkpoint import read_checkpoint
-from learner.checkpoint.average import checkpoints_since, run_checkpoints
+from learner.checkpoint.average import LATE_FROM, late_checkpoints
 from learner.checkpoint.export import policy_state
 from learner.checkpoint.saving import atomic_torch_save
 from pipeline.evaluation.checks import check_device
 from pipeline.evaluation.selection import pick, run_anchors, validate
 
-DEFAULT_FROM = 2 / 3
 SELECTED_NAME = "selected.pt"
 
 
@@ -40,7 +39,7 @@ def build_parser() -> CommandParser:
     which = p.add_mutually_exclusive_group()
     which.add_argument("--from", dest="fraction", type=float, default=None,
                        help="candidates: the checkpoints written from this fraction of the run's "
-                            f"agent-steps on (default {DEFAULT_FROM:.4f})")
+                            f"agent-steps on (default {LATE_FROM:.4f})")
     which.add_argument("--last", type=int, default=None, help="candidates: the newest N numbered checkpoints")
     p.add_argument("--opponents", default="",
                    help="comma-separated validation opponents (default: the run's league anchors); "
@@ -56,14 +55,8 @@ def main(argv: list[str] | None = None) -> Path:
     args = build_parser().parse_args(argv)
     if args.episodes < 1:
         raise ValueError(f"--episodes must be at least 1, got {args.episodes}")
-    if args.last is not None and args.last < 1:
-        raise ValueError(f"--last must be at least 1, got {args.last}")
-    fraction = DEFAULT_FROM if args.fraction is None else args.fraction
-    if not 0.0 <= fraction <= 1.0:
-        raise ValueError(f"--from must be in [0, 1], got {fraction}")
     device = check_device(args.device)
-    folder, found = run_checkpoints(args.run)
-    candidates = found[-args.last:] if args.last is not None else checkpoints_since(folder, fraction)
+    folder, candidates = late_checkpoints(args.run, args.fraction, args.last)
     run_dir = args.run if (args.run / "config.toml").is_file() else folder.parent
     opponents = [o for o in args.opponents.split(",") if o.strip()] or run_anchors(run_dir)
     out = args.out or folder / SELECTED_NAME

@@ -17,7 +17,12 @@ from learner.checkpoint import (
     read_checkpoint,
     save_checkpoint,
 )
-from learner.checkpoint.average import average_checkpoints, average_states, checkpoints_since
+from learner.checkpoint.average import (
+    average_checkpoints,
+    average_states,
+    checkpoints_since,
+    late_checkpoints,
+)
 from pipeline import average as average_cli
 from pipeline import evaluate as evaluate_cli
 from sim.config import SimConfig
@@ -91,6 +96,20 @@ def test_checkpoints_since_picks_by_agent_steps(tmp_path):
     save_checkpoint(bare, learner)
     with pytest.raises(CheckpointError, match="records no agent-steps"):
         checkpoints_since(bare, 0.5)
+
+
+def test_late_checkpoints_take_the_last_n_or_the_late_fraction(tmp_path):
+    run = tmp_path / "run"
+    paths, _ = _run(run / "checkpoints", small_learner(), 6)
+    assert late_checkpoints(run) == (run / "checkpoints", paths[3:])  # 2/3 of 6000: 4000 and after
+    assert late_checkpoints(run, fraction=0.5)[1] == paths[2:]
+    assert late_checkpoints(run / "checkpoints", last=2)[1] == paths[-2:]
+    assert late_checkpoints(run, last=100)[1] == paths
+    for kwargs, message in (({"last": 0}, "--last must be at least 1, got 0"),
+                            ({"fraction": -0.1}, r"--from must be in \[0, 1\], got -0.1"),
+                            ({"fraction": 0.5, "last": 2}, "give --from or --last, not both")):
+        with pytest.raises(ValueError, match=message):
+            late_checkpoints(run, **kwargs)
 
 
 def test_checkpoints_of_different_runs_are_refused_naming_the_file(tmp_path):

@@ -113,6 +113,29 @@ def checkpoints_since(directory: str | Path, fraction: float) -> list[Path]:
     return [path for path, s in zip(found, steps, strict=True) if s >= cut]
 
 
+LATE_FROM = 2 / 3
+"""The fraction of a run's agent-steps from which :func:`late_checkpoints` picks by default: in
+the league's recipes, the stretch after the last snapshot, when the pool no longer changes."""
+
+
+def late_checkpoints(directory: str | Path, fraction: float | None = None,
+                     last: int | None = None) -> tuple[Path, list[Path]]:
+    """The checkpoints folder of ``directory`` (a checkpoints folder or a run directory) and its
+    late numbered checkpoints, oldest first: the newest ``last`` when given, else those from
+    ``fraction`` (default :data:`LATE_FROM`) of the run's agent-steps on. The commands'
+    ``--from`` and ``--last`` (``pipeline.average``, ``pipeline.select``); a bad value raises
+    :class:`ValueError` naming the flag."""
+    if fraction is not None and last is not None:
+        raise ValueError("give --from or --last, not both")
+    if last is not None and last < 1:
+        raise ValueError(f"--last must be at least 1, got {last}")
+    fraction = LATE_FROM if fraction is None else fraction
+    if not 0.0 <= fraction <= 1.0:
+        raise ValueError(f"--from must be in [0, 1], got {fraction}")
+    folder, found = run_checkpoints(directory)
+    return folder, (found[-last:] if last is not None else checkpoints_since(folder, fraction))
+
+
 def average_checkpoints(paths: Sequence[str | Path], out: str | Path, note: str = "") -> Path:
     """Write the average of the checkpoints at ``paths`` (:func:`average_states`) to ``out`` as a
     policy-only file, atomically; returns ``out``."""
