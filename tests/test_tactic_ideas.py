@@ -14,6 +14,7 @@ from agents.tactics import (
     EarlyTactic,
     EnergyTactic,
     ExtendTactic,
+    FleeTactic,
     HerdParams,
     HerdTactic,
     LateTactic,
@@ -23,6 +24,7 @@ from agents.tactics import (
     TacticAgent,
 )
 from sim import BatchedSim, SimConfig
+from sim.kernels import END_REASONS
 from sim.layout import (
     CLOSING_SCALE_MPS,
     MISSILE_SPEED_SCALE_MPS,
@@ -133,6 +135,24 @@ def test_energy_keeper_turns_less():
     assert rudder(DragTactic(1, LAYOUT).act(obs)) == [1]  # plain pursuit turns
 
 
+def test_flee_runs_inside_the_enemy_reach_turns_in_outside_it_and_never_fires():
+    # 15 km head-on is inside the enemy's reach: turn right, away from it on the left; 60 km is
+    # outside: turn in. Neither fires, though both are shots another tactic would take.
+    obs = make_obs(2, enemy__range=[15e3 / RANGE_SCALE_M, 60e3 / RANGE_SCALE_M],
+                   enemy__bearing_cos=[math.cos(0.3)] * 2, enemy__bearing_sin=[math.sin(0.3)] * 2)
+    actions = FleeTactic(2, LAYOUT).act(obs)
+    assert rudder(actions) == [-1, 1] and actions[:, 2].tolist() == [0, 0]
+
+
+def test_flee_bends_its_run_near_the_arena_edge():
+    # The enemy dead behind at 15 km, flying +x: in the middle and at the far (-x) edge the run
+    # goes straight on; 3 % of the half width from the +x edge it turns off the wall.
+    obs = make_obs(3, enemy__range=[15e3 / RANGE_SCALE_M] * 3, enemy__bearing_cos=[-1.0] * 3,
+                   enemy__bearing_sin=[0.0] * 3, own__x=[0.0, -0.97, 0.97])
+    turn = rudder(FleeTactic(3, LAYOUT).act(obs))
+    assert turn[:2] == [0, 0] and turn[2] != 0
+
+
 # ---------------------------------------------------------------- each idea, in the simulator
 
 
@@ -200,3 +220,19 @@ def test_herd_keeps_as_many_long_shots_in_the_air_as_it_is_allowed():
     assert _most_in_flight(HerdTactic(4, layout, sim_config=SimConfig(scenario="head_on"))) == 2  # its default
     one = HerdTactic(4, layout, sim_config=SimConfig(scenario="head_on"), params=HerdParams(max_in_flight=1.0))
     assert _most_in_flight(one) == 1
+
+
+def test_flee_never_fires_and_stays_inside_the_arena_against_the_shooter():
+    # Random starts: the shooter runs some of them down; none leaves the arena (without the
+    # edge bend every one of these 16 does), and none is fired on by flee.
+    first_end: dict[int, tuple[int, str]] = {}
+    launched = 0
+    for _, _, out in _duel("tactic:flee", "shooter", 16, 600, SimConfig()):
+        launched += int(out.launches[:, 0].sum())
+        for env in out.done.nonzero().flatten().tolist():
+            first_end.setdefault(env, (int(out.winner[env]), END_REASONS[int(out.end_reason[env])]))
+        if len(first_end) == 16:
+            break
+    assert launched == 0 and len(first_end) == 16
+    assert all(reason != "out_of_arena" for _, reason in first_end.values())
+    assert any(reason == "time_limit" for _, reason in first_end.values())

@@ -23,7 +23,7 @@ import math
 import torch
 
 from agents.tactics.base import Ranges, TacticAgent, check_ranges
-from agents.tactics.defence import DragTactic, EarlyTactic, ExtendTactic, NotchTactic, PumpTactic
+from agents.tactics.defence import DragTactic, EarlyTactic, ExtendTactic, FleeTactic, NotchTactic, PumpTactic
 from agents.tactics.offence import (
     BluffTactic,
     EnergyTactic,
@@ -41,7 +41,7 @@ from sim.layout import ObsLayout
 TACTICS: dict[str, type[TacticAgent]] = {
     cls.name: cls
     for cls in (PumpTactic, NotchTactic, DragTactic, EarlyTactic, SniperTactic, LateTactic, LadderTactic,
-                SkateTactic, EnergyTactic, HerdTactic, BluffTactic, ExtendTactic)
+                SkateTactic, EnergyTactic, HerdTactic, BluffTactic, ExtendTactic, FleeTactic)
 }
 """Every tactic by name."""
 
@@ -125,6 +125,7 @@ __all__ = [
     "DragTactic",
     "EarlyTactic",
     "EnergyTactic",
+    "FleeTactic",
     "HerdParams",
     "HerdTactic",
     "LadderTactic",

@@ -186,3 +186,65 @@ class EarlyTactic(TacticAgent):
         rudder = torch.where(exposed, self.hold_enemy(obs, 180.0), rudder)
         rudder, threatened = self.drag(obs, rudder, self.param("defend_tti_s"), self.param("spent_speed_mps"))
         return rudder, torch.ones_like(rudder), fire & ~threatened
+
+
+@dataclass(frozen=True)
+class FleeParams:
+    """Parameters of ``flee``."""
+
+    flee_fraction: float = 1.3
+    """Turn cold once the range is under this fraction of the enemy's no-escape reach against me
+    (from a heading straight at it) (1.0–2.0) ..."""
+    recommit_fraction: float = 2.0
+    """... and fly cold until it is over this fraction, then turn back in (1.5–3.0)."""
+    edge_margin: float = 0.15
+    """Within this fraction of the arena's half width of an edge, bend the run along the edge
+    instead of across it, harder the closer the edge (0.05–0.3)."""
+    defend_tti_s: float = 25.0
+    """Run from a live inbound missile (put it behind) with a time to impact under this (10–40)."""
+
+
+class FleeTactic(TacticAgent):
+    """**Flee: a target that must be run down.** Never fires; turns in towards the enemy while
+    outside a multiple of its no-escape reach and runs from it (and from any inbound missile
+    close to impact) at full throttle once inside, bending the run along the arena's edge rather
+    than out of it. Beating it takes what no shooter asks for: closing on a fighter that runs
+    at the same speed, cutting the corner as it turns along an edge, and firing only where the
+    shot cannot be outrun. A training opponent only (it has no held-out ranges)."""
+
+    name = "flee"
+    params_type = FleeParams
+    ranges = MappingProxyType({"flee_fraction": (1.0, 2.0), "recommit_fraction": (1.5, 3.0),
+                               "edge_margin": (0.05, 0.3), "defend_tti_s": (10.0, 40.0)})
+
+    def commands(self, obs: torch.Tensor) -> Commands:
+        """Run from a missile, run from the enemy, or turn in."""
+        rng, enemy_reach = self.range_m(obs), self.enemy_reach_m(obs, hot=True, escape=True)
+        cold = self.col(obs, "enemy.bearing_cos") < 0
+        limit = torch.where(cold, self.param("recommit_fraction"), self.param("flee_fraction"))
+        running = rng < limit * enemy_reach
+        tti, _, mbs, mbc = self.threat(obs, SPENT_SPEED_MPS)
+        threatened = tti < self.param("defend_tti_s")
+        from_sin = torch.where(threatened, mbs, self.col(obs, "enemy.bearing_sin"))
+        from_cos = torch.where(threatened, mbc, self.col(obs, "enemy.bearing_cos"))
+        rudder = torch.where(running | threatened, self.away(obs, from_sin, from_cos), self.pursuit(obs))
+        return rudder, torch.ones_like(rudder), torch.zeros_like(rudder, dtype=torch.bool)
+
+    def away(self, obs: torch.Tensor, bearing_sin: torch.Tensor, bearing_cos: torch.Tensor) -> torch.Tensor:
+        """Rudder away from what is seen at this bearing, bent inwards near an edge: the
+        direction away (in the world frame) plus, per axis, a push back inside growing from 0
+        at ``edge_margin`` from the edge to twice a unit at the edge."""
+        hc, hs = self.col(obs, "own.heading_cos"), self.col(obs, "own.heading_sin")
+        # The threat's world direction is bearing_cos·n + bearing_sin·n⊥, with n = (hc, hs)
+        # and n⊥ = (−hs, hc) (sim/layout.py); away is its opposite.
+        dx = -(bearing_cos * hc - bearing_sin * hs)
+        dy = -(bearing_cos * hs + bearing_sin * hc)
+        margin = self.param("edge_margin")
+        for pos, axis in ((self.col(obs, "own.x"), 0), (self.col(obs, "own.y"), 1)):
+            push = -2.0 * torch.sign(pos) * ((pos.abs() - (1.0 - margin)) / margin).clamp(min=0.0)
+            if axis == 0:
+                dx = dx + push
+            else:
+                dy = dy + push
+        # The wanted direction in the body frame: (d·n, d·n⊥); steer it onto the nose.
+        return hold_at_angle(-dx * hs + dy * hc, dx * hc + dy * hs, 0.0, 3.0)
