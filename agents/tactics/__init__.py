@@ -23,7 +23,14 @@ import math
 import torch
 
 from agents.tactics.base import Ranges, TacticAgent, check_ranges
-from agents.tactics.defence import DragTactic, EarlyTactic, ExtendTactic, FleeTactic, NotchTactic, PumpTactic
+from agents.tactics.defence import (
+    DragTactic,
+    EarlyTactic,
+    ExtendTactic,
+    FleeTactic,
+    NotchTactic,
+    PumpTactic,
+)
 from agents.tactics.offence import (
     BluffTactic,
     EnergyTactic,
