@@ -240,11 +240,11 @@ class FleeTactic(TacticAgent):
         dx = -(bearing_cos * hc - bearing_sin * hs)
         dy = -(bearing_cos * hs + bearing_sin * hc)
         margin = self.param("edge_margin")
-        for pos, axis in ((self.col(obs, "own.x"), 0), (self.col(obs, "own.y"), 1)):
-            push = -2.0 * torch.sign(pos) * ((pos.abs() - (1.0 - margin)) / margin).clamp(min=0.0)
-            if axis == 0:
-                dx = dx + push
-            else:
-                dy = dy + push
+
+        def inwards(pos: torch.Tensor) -> torch.Tensor:
+            return -2.0 * torch.sign(pos) * ((pos.abs() - (1.0 - margin)) / margin).clamp(min=0.0)
+
+        dx = dx + inwards(self.col(obs, "own.x"))
+        dy = dy + inwards(self.col(obs, "own.y"))
         # The wanted direction in the body frame: (d·n, d·n⊥); steer it onto the nose.
         return hold_at_angle(-dx * hs + dy * hc, dx * hc + dy * hs, 0.0, 3.0)
