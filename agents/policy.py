@@ -41,10 +41,14 @@ class PolicyAgent(BaseAgent):
         deterministic: take the most likely action instead of sampling.
         seed: seeds the agent's own generator, used when the network's ``act`` takes a
             ``generator`` (``ActorCritic`` does); otherwise it samples from PyTorch's default.
+        obs_dim: the width of the observations it is handed, when wider than the network's
+            input: the network reads their first components (a network trained without past
+            frames in a sim that stacks them, ``sim.layout.ObsLayout.frames_prefix``). None:
+            the network's own width.
     """
 
     def __init__(self, policy: torch.nn.Module, num_envs: int, deterministic: bool = False,
-                 seed: int = 0):
+                 seed: int = 0, obs_dim: int | None = None):
         if not callable(getattr(policy, "act", None)):
             raise ValueError(f"policy must have an act(obs, deterministic) method, got {type(policy).__name__}")
         param = next(iter(policy.parameters()), None) if isinstance(policy, torch.nn.Module) else None
@@ -54,7 +58,12 @@ class PolicyAgent(BaseAgent):
         super().__init__(num_envs, device, action_mode)
         self.policy = policy
         self.deterministic = deterministic
-        self.obs_dim: int | None = getattr(policy, "obs_dim", None)
+        reads: int | None = getattr(policy, "obs_dim", None)
+        if obs_dim is not None and reads is not None and obs_dim < reads:
+            raise ValueError(f"obs_dim {obs_dim} is narrower than the network's input ({reads})")
+        self.obs_dim: int | None = reads if obs_dim is None else obs_dim
+        self._reads = reads if obs_dim is not None and obs_dim != reads else None
+        """The leading components the network reads, when it reads fewer than it is handed."""
         self.last_log_prob: torch.Tensor | None = None
         self.last_value: torch.Tensor | None = None
         self.training = bool(getattr(policy, "training", False))
@@ -70,6 +79,8 @@ class PolicyAgent(BaseAgent):
         self._check_obs(obs, self.obs_dim)
         if obs.device != self.device:
             raise ValueError(f"obs must be on {self.device}, got {obs.device}")
+        if self._reads is not None:
+            obs = obs[:, : self._reads]
         with torch.no_grad():
             # The policy is typed as the nn.Module it is; act() is checked in __init__.
             if self._generator is not None:

@@ -131,6 +131,14 @@ class BatchedSim:
         self._env_index = torch.arange(n, dtype=torch.int64, device=self.device)
         self._obs = torch.zeros(n, 2, d, dtype=self.dtype, device=self.device)
         self._final_obs = torch.zeros_like(self._obs)
+        # The kernels write the current frame; with past frames (``obs_history``) into buffers
+        # of their own, stacked into the observations by ``_stack_frames``.
+        self._history = config.obs_history
+        if self._history:
+            self._frame = torch.zeros(n, 2, self.layout.frame_size, dtype=self.dtype, device=self.device)
+            self._final_frame = torch.zeros_like(self._frame)
+        else:
+            self._frame, self._final_frame = self._obs, self._final_obs
         self._episode_steps = torch.zeros(n, dtype=torch.int64, device=self.device)
         self._checker = ActionChecker(self.device, enabled=config.check_actions)
         self._result = StepResult(
@@ -233,9 +241,12 @@ class BatchedSim:
         if self.observer is not None:
             self.observer.episodes_started(self.state, mask)
         if self._native is not None:
-            self._native.observe(mask.nonzero().squeeze(-1), self._obs)
+            self._native.observe(mask.nonzero().squeeze(-1), self._frame)
         else:
-            self._obs.copy_(torch.where(mask.view(n, 1, 1), self._observe(self.state, self.config), self._obs))
+            self._frame.copy_(torch.where(mask.view(n, 1, 1), self._observe(self.state, self.config), self._frame))
+        if self._history:
+            # A new episode's past frames are its first frame.
+            self._obs.copy_(torch.where(mask.view(n, 1, 1), self._frame.repeat(1, 1, 1 + self._history), self._obs))
         return self._obs
 
     def _reset_envs(self, mask: torch.Tensor) -> None:
@@ -307,16 +318,17 @@ class BatchedSim:
             self._finish(s, acc, cfg)
         if self.observer is not None:
             self.observer.decision_end(s, acc)
-        self._observe_into(s, cfg, self._final_obs)
+        self._observe_into(s, cfg, self._final_frame)
         self._episode_steps.copy_(s.decision_steps)
         done = acc.done
         if self.sync_free:
             s.episode_index.add_(done.long())
             self._write_initial(done, self._env_index)
-            self._observe_into(s, cfg, self._obs, fresh=done, previous=self._final_obs)
+            self._observe_into(s, cfg, self._frame, fresh=done, previous=self._final_frame)
         else:
-            self._obs.copy_(self._final_obs)
+            self._frame.copy_(self._final_frame)
             self._start_ended(done)
+        self._stack_frames(done)
         if self.observer is not None:
             self.observer.episodes_started(s, done)
         return self._result
@@ -326,12 +338,13 @@ class BatchedSim:
         and the observations, then the resets of the environments that ended."""
         s, native = self.state, self._native
         assert native is not None
-        native.decision_step(self._obs, self._final_obs)
+        native.decision_step(self._frame, self._final_frame)
         if self.observer is not None:
             self.observer.decision_end(s, self._acc)
         self._episode_steps.copy_(s.decision_steps)
         done = self._acc.done
         self._start_ended(done)
+        self._stack_frames(done)
         if self.observer is not None:
             self.observer.episodes_started(s, done)
         return self._result
@@ -345,9 +358,23 @@ class BatchedSim:
             s.episode_index[idx] += 1
             self._write_initial(None, idx)
             if self._native is not None:
-                self._native.observe(idx, self._obs)
+                self._native.observe(idx, self._frame)
             else:
-                self._obs[idx] = self._observe_eager(s.select(idx), self.config)
+                self._frame[idx] = self._observe_eager(s.select(idx), self.config)
+
+    def _stack_frames(self, done: torch.Tensor) -> None:
+        """With past frames: the final observations become the new frame before the past ones
+        shifted by one (the oldest dropped), and the observations those, except where an
+        episode ended, whose next one starts with every frame its first. Masked writes only,
+        no host read, so this runs inside a captured graph as well."""
+        k = self._history
+        if not k:
+            return
+        size = self.layout.frame_size
+        self._final_obs[..., size:].copy_(self._obs[..., : k * size])
+        self._final_obs[..., :size].copy_(self._final_frame)
+        fresh = self._frame.repeat(1, 1, 1 + k)
+        self._obs.copy_(torch.where(done.view(-1, 1, 1), fresh, self._final_obs))
 
     @property
     def result(self) -> StepResult:

@@ -59,6 +59,7 @@ SIM_BOUNDS: dict[str, Bounds] = {
     "head_on_speed_mps": positive(10_000.0),
     "obs_incoming_missiles": count(1, 64),
     "obs_own_missiles": count(1, 64),
+    "obs_history": count(0, 8),
 }
 """The range of each number of :class:`SimConfig` (a pair's bound holds for both ends), checked
 before any other check does arithmetic with it. Counts of physics steps (``max_time_s / dt_s``,
@@ -202,6 +203,13 @@ class SimConfig:
     me turning away, and the escape time margin
     (sim/reach/spacetime.py; sim/layout.py gives the scales). The native CPU kernel looks them
     up itself (sim/native/reach.h): about 0.9 µs per environment and decision on one core."""
+    obs_history: int = 0
+    """Memory by stacked frames: append the observations of this many past decision steps
+    (``past[1]`` one decision ago, ``past[2]`` two, ...) to the current one, so a feed-forward
+    network sees how the fight moves (the enemy's turn, a missile closing) and how the enemy
+    has flown. At an episode's start every past frame is the first observation. The simulator
+    keeps the frames (sim/batched.py); every agent, the learner and the exports see the longer
+    vector, and a checkpoint trained without them still flies on the current frame."""
 
     dtype: str = "float32"
     """Floating-point type of the state: ``"float32"`` or ``"float64"``."""

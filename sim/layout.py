@@ -81,14 +81,17 @@ class ObsLayout:
     own_missiles: int
     reach: bool = False
     """Whether the ``reach`` block is appended (``SimConfig.obs_reach``)."""
+    history: int = 0
+    """How many past frames follow the current one (``SimConfig.obs_history``)."""
 
     @classmethod
     def from_config(cls, config: SimConfig) -> ObsLayout:
-        return cls(config.obs_incoming_missiles, config.obs_own_missiles, config.obs_reach)
+        return cls(config.obs_incoming_missiles, config.obs_own_missiles, config.obs_reach,
+                   config.obs_history)
 
     @functools.cached_property
-    def names(self) -> tuple[str, ...]:
-        """Every component's name, in order (``block.field`` or ``block[i].field``)."""
+    def frame_names(self) -> tuple[str, ...]:
+        """The names of one frame: every component of the current observation."""
         out = [f"own.{f}" for f in OWN_FIELDS]
         out += [f"enemy.{f}" for f in ENEMY_FIELDS]
         out += [f"incoming[{i}].{f}" for i in range(self.incoming) for f in INCOMING_FIELDS]
@@ -97,6 +100,18 @@ class ObsLayout:
         if self.reach:
             out += [f"reach.{f}" for f in REACH_FIELDS]
         return tuple(out)
+
+    @property
+    def frame_size(self) -> int:
+        """Components in one frame; the whole vector holds ``1 + history`` of them."""
+        return len(self.frame_names)
+
+    @functools.cached_property
+    def names(self) -> tuple[str, ...]:
+        """Every component's name, in order (``block.field`` or ``block[i].field``, then the
+        past frames' ``past[j].block.field``)."""
+        frame = self.frame_names
+        return frame + tuple(f"past[{j}].{name}" for j in range(1, self.history + 1) for name in frame)
 
     @property
     def size(self) -> int:
@@ -109,7 +124,8 @@ class ObsLayout:
         heading sine, the rudder and every body-frame sine (the body frame's y axis points
         left), +1 for the rest. The mirrored fight of a fight observes ``obs * signs``."""
         flips = {"own.y", "own.rudder"}
-        return tuple(-1.0 if name in flips or name.endswith("_sin") else 1.0 for name in self.names)
+        frame = tuple(-1.0 if name in flips or name.endswith("_sin") else 1.0 for name in self.frame_names)
+        return frame * (1 + self.history)
 
     @functools.cached_property
     def _offsets(self) -> dict[str, int]:
@@ -160,6 +176,19 @@ class ObsLayout:
         if self.reach:
             scales["margin_s"] = MARGIN_SCALE_S
         return {"version": 1, "size": self.size, "names": list(self.names), "scales": scales}
+
+    @staticmethod
+    def frames_prefix(saved: dict[str, Any], current: dict[str, Any]) -> int | None:
+        """How many leading components of ``current``'s observation a network saved with
+        ``saved``'s layout reads, when the two differ only by past frames: ``saved`` names the
+        first frames of ``current`` (a network trained without memory in a sim with it, or
+        with fewer frames) under the same scales. None when they differ otherwise."""
+        s_names, c_names = list(saved.get("names", [])), list(current.get("names", []))
+        if (saved.get("version") != current.get("version") or saved.get("scales") != current.get("scales")
+                or not s_names or len(s_names) >= len(c_names) or c_names[: len(s_names)] != s_names
+                or not all(name.startswith("past[") for name in c_names[len(s_names):])):
+            return None
+        return len(s_names)
 
     @staticmethod
     def describe_difference(saved: dict[str, Any], current: dict[str, Any]) -> str | None:

@@ -144,3 +144,20 @@ def test_the_training_starts_reset_without_host_traffic(curricula):
     actions = torch.zeros(8, 2, 3, dtype=torch.int64, device=META)
     sim.step(actions)
     assert _traffic(lambda: (sim.step(actions), sim.reset(torch.ones(8, dtype=torch.bool, device=META)))) == []
+
+
+def test_a_chunk_with_past_frames_and_a_network_without_them_has_no_host_traffic():
+    """Stacked frames (``sim.obs_history``) are masked device writes; ``ace``, trained without
+    them, reads the current frame as a view of the stacked observations."""
+    config = dataclasses.replace(CFG, obs_history=2)
+    layout = ObsLayout.from_config(config)
+    spec = ActionSpec.for_sim(config)
+    ace = build_agent("ace", 8, layout, META, sim_config=config)
+    actor = SimActor(0, config, 8, 3, ActorCritic(layout.size, spec, hidden_sizes=(16,)).to(META), ace,
+                     make_reward("shaped", META, layout, config), device=META, seed=5)
+    assert actor.sync_free and actor.obs_dim == 3 * LAYOUT.size
+    ring = RolloutRing(RolloutSpec(3, 8, layout.size, 3, action_dtype=actor.spec.action_dtype), 1,
+                       placement="device", actor_device=META, learner_device=META)
+    slot = ring.acquire_write(0)
+    actor.rollout(slot)
+    assert _traffic(lambda: actor.rollout(slot)) == []

@@ -67,19 +67,22 @@ def load_checkpoint_agent(
     path = resolve_checkpoint_path(spec)
     policy = load_policy(path, device=device)
     saved_layout = getattr(policy, "obs_layout", None)
+    reads = layout.size
     if saved_layout is not None:
         diff = ObsLayout.describe_difference(saved_layout, layout.metadata())
-        if diff is not None:
+        prefix = ObsLayout.frames_prefix(saved_layout, layout.metadata()) if diff is not None else None
+        if diff is not None and prefix is None:
             raise ValueError(f"checkpoint {path} was trained on another observation layout: {diff}")
+        reads = layout.size if prefix is None else prefix  # without the sim's past frames: the current ones
     policy_dim = getattr(policy, "obs_dim", layout.size)
-    if policy_dim != layout.size:
+    if policy_dim != reads:
         raise ValueError(
             f"checkpoint {path} expects observations of size {policy_dim}, "
             f"the simulator's layout has {layout.size}"
         )
     if sim_config is not None:
         _check_action_mode(path, policy.action_spec, sim_config)
-    return PolicyAgent(policy, num_envs, deterministic=deterministic, seed=seed).to(device)
+    return PolicyAgent(policy, num_envs, deterministic=deterministic, seed=seed, obs_dim=layout.size).to(device)
 
 
 def build_agent(

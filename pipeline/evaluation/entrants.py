@@ -45,8 +45,11 @@ def trained_sim_config(specs: list[str]) -> SimConfig:
     section), so that a policy trained with, say, ``sim.obs_reach = true`` is judged on the sim
     it knows, with the rules' start (``SimConfig.rules_start``: no training curriculum); the
     default ``SimConfig`` when none is a checkpoint. Checkpoints trained on
-    different sims cannot meet in one match: a ``ValueError`` names two of them."""
+    different sims cannot meet in one match: a ``ValueError`` names two of them. Past frames
+    (``obs_history``) do not count as a difference: the sim keeps the most any of them reads,
+    and a network with fewer reads the first frames (``ObsLayout.frames_prefix``)."""
     found: dict[SimConfig, str] = {}
+    history = 0
     for spec in specs:
         try:
             path = resolve_checkpoint_path(spec)
@@ -54,13 +57,15 @@ def trained_sim_config(specs: list[str]) -> SimConfig:
             continue  # a scripted name or an import path
         sim = ((read_checkpoint(path).get("extra") or {}).get("config") or {}).get("sim")
         if isinstance(sim, dict):
-            found.setdefault(dataclasses.replace(SimConfig.from_dict(sim).rules_start(), scenario="random"), str(path))
+            config = SimConfig.from_dict(sim)
+            history = max(history, config.obs_history)
+            found.setdefault(dataclasses.replace(config.rules_start(), scenario="random", obs_history=0), str(path))
     if len(found) > 1:
         (a, pa), (b, pb) = list(found.items())[:2]
         diff = ", ".join(f"{k}: {getattr(a, k)!r} != {getattr(b, k)!r}"
                          for k in (f.name for f in dataclasses.fields(SimConfig)) if getattr(a, k) != getattr(b, k))
         raise ValueError(f"{pa} and {pb} were trained on different sims ({diff}); they cannot meet in one match")
-    return next(iter(found), SimConfig())
+    return dataclasses.replace(next(iter(found), SimConfig()), obs_history=history)
 
 
 def gym_env_of(agent: str) -> tuple[str, dict] | None:

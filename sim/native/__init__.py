@@ -198,7 +198,7 @@ class NativeKernel:
         self.iparams = [
             config.missiles_per_fighter, config.physics_steps_per_decision, config.cooldown_steps,
             config.burn_steps, config.max_flight_steps, config.time_limit_steps,
-            config.obs_incoming_missiles, config.obs_own_missiles, layout.size,
+            config.obs_incoming_missiles, config.obs_own_missiles, layout.frame_size,
         ]
         self._reach_params(config)
         self.fparams_tensor = torch.tensor(self.fparams, dtype=torch.float64)

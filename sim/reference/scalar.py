@@ -111,6 +111,9 @@ class ReferenceSim:
         """Build an (unstarted) simulator; call :meth:`reset` before :meth:`step`."""
         if not isinstance(config, SimConfig):
             raise ValueError(f"config must be a SimConfig, got {type(config).__name__}")
+        if config.obs_history:
+            raise ValueError("the reference sim observes the current frame only: obs_history must be 0, "
+                             f"got {config.obs_history} (the batched sim stacks past frames)")
         self.config = config
         self.layout = ObsLayout.from_config(config)
         n = config.missiles_per_fighter
