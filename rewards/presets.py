@@ -1,5 +1,5 @@
 """Reward presets: ``zero``, ``outcome``, ``draw``, ``launch``, ``wasted``, ``closing``, ``hunt``,
-``disarmed``, ``edge``, ``press`` and ``shaped``."""
+``disarmed``, ``edge``, ``press``, ``ammo`` and ``shaped``."""
 
 from __future__ import annotations
 
@@ -265,6 +265,45 @@ class DisarmedReward(PotentialReward):
         for i in self.i_own_flying:
             disarmed = disarmed & (obs[:, i] < 0.5)
         return -disarmed.float()
+
+
+class AmmoReward(PotentialReward):
+    """The change of a potential ``Φ`` that is the missile balance of a fight both fighters are
+    still in: own missiles on board and in flight less the enemy's, over
+    ``missiles_per_fighter``; ``Φ = 0`` once either is dead. ``Φ(after) − Φ(before)``.
+
+    A missile counts as long as it is on board or flying, so a launch changes nothing; the term
+    moves when a missile is gone without a kill: −1/M for one of the fighter's own, +1/M for
+    one of the enemy's. It prices what a round of shots did, at the moment it is decided, where
+    the outcome prices it only at the end of the fight: a shot the enemy outruns costs the
+    fighter, an enemy shot it defends pays it, so waiting for a tactic that launches and
+    leaves (``skate``) to spend its missile first is worth something before the kill that
+    follows. Being a potential's difference that returns to 0 when a fighter dies, its episode
+    total is ``−Φ`` at the start (0 for the rules' even start) for a fight won or lost, and the
+    balance at the end for a draw: it does not change the price of a win or a loss, only which
+    draws are the worse. In-flight missiles are read from the observation's slots
+    (``obs_incoming_missiles``, ``obs_own_missiles``), so a missile beyond them counts from the
+    moment it enters one.
+    """
+
+    def __init__(self, device: torch.device | str = "cpu", layout: ObsLayout | None = None,
+                 sim_config: SimConfig | None = None):
+        super().__init__(device)
+        layout = layout if layout is not None else ObsLayout(1, 1)
+        config = sim_config if sim_config is not None else SimConfig()
+        self.per_missile = 1.0 / config.missiles_per_fighter
+        self.i_alive = [layout.index("own.alive"), layout.index("enemy.alive")]
+        self.i_left = [layout.index("own.missiles_left"), layout.index("enemy.missiles_left")]
+        self.i_own_flying = [layout.index(f"own_missile[{i}].present") for i in range(layout.own_missiles)]
+        self.i_incoming = [layout.index(f"incoming[{i}].present") for i in range(layout.incoming)]
+
+    def potential(self, obs: torch.Tensor) -> torch.Tensor:
+        """``Φ`` of each observation ``[N]``: the missile balance while both fighters live, else 0."""
+        f = obs.float()
+        own = f[:, self.i_left[0]] + self.per_missile * (f[:, self.i_own_flying] > 0.5).sum(-1)
+        enemy = f[:, self.i_left[1]] + self.per_missile * (f[:, self.i_incoming] > 0.5).sum(-1)
+        both = (f[:, self.i_alive[0]] > 0.5) & (f[:, self.i_alive[1]] > 0.5)
+        return torch.where(both, own - enemy, 0.0)
 
 
 @dataclass(frozen=True)

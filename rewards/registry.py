@@ -12,6 +12,7 @@ import torch
 from core.plugins import load_object
 from rewards.base import BaseReward, WeightedSum
 from rewards.presets import (
+    AmmoReward,
     ClosingReward,
     DisarmedReward,
     DrawReward,
@@ -38,6 +39,7 @@ PRESETS: dict[str, type[BaseReward]] = {
     "disarmed": DisarmedReward,
     "edge": EdgeReward,
     "press": PressReward,
+    "ammo": AmmoReward,
     "shaped": ShapedReward,
 }
 """Reward presets by name."""

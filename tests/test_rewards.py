@@ -362,3 +362,59 @@ def test_shaped_dense_terms_stay_far_below_the_outcome_over_whole_episodes(learn
     decided = outcome_total != 0
     if bool(decided.any()):
         assert float(dense_total[decided].abs().max()) < 0.3 * float(outcome_total[decided].abs().min())
+
+
+def test_ammo_moves_when_a_missile_is_gone_without_a_kill_not_when_it_is_launched():
+    obs_before, obs_after, action, done, info = fake_step(n=6)
+    idx = {name: LAYOUT.index(name) for name in ("own.missiles_left", "enemy.missiles_left", "own.alive",
+                                                 "enemy.alive")}
+    own_flying = [LAYOUT.index(f"own_missile[{i}].present") for i in range(LAYOUT.own_missiles)]
+    incoming = [LAYOUT.index(f"incoming[{i}].present") for i in range(LAYOUT.incoming)]
+    for obs in (obs_before, obs_after):
+        obs[:, [idx["own.alive"], idx["enemy.alive"]]] = 1.0
+        obs[:, [idx["own.missiles_left"], idx["enemy.missiles_left"]]] = 3 / 6
+        obs[:, own_flying + incoming] = 0.0
+    obs_after[0, idx["own.missiles_left"]] = 2 / 6   # own launch, now in flight: 0
+    obs_after[0, own_flying[0]] = 1.0
+    obs_before[1, own_flying[1]] = 1.0               # own missile gone, the enemy alive: -1/6
+    obs_before[2, incoming[0]] = 1.0                 # the enemy's missile gone, defended: +1/6
+    obs_before[2, incoming[2]] = 1.0
+    obs_after[2, incoming[0]] = 1.0
+    obs_before[3, idx["enemy.missiles_left"]] = 4 / 6  # ahead by one, then the kill: back to 0
+    obs_after[3, idx["enemy.alive"]] = 0.0
+    obs_after[4, idx["own.alive"]] = 0.0             # killed even: 0
+    obs_after[5, idx["enemy.missiles_left"]] = 2 / 6  # an enemy launch in flight: 0
+    obs_after[5, incoming[1]] = 1.0
+    r = make_reward("ammo", layout=LAYOUT).compute(obs_before, obs_after, action, done, info)
+    assert torch.allclose(r, torch.tensor([0.0, -1 / 6, 1 / 6, 1 / 6, 0.0, 0.0]))
+
+
+def test_ammo_over_a_whole_fight_is_its_potential_at_the_end_and_zero_for_a_decided_fight():
+    gen = torch.Generator().manual_seed(1)
+
+    def random_fire(_):
+        actions = torch.randint(0, 3, (64, 2, 3), generator=gen)
+        actions[:, :, 2] = (torch.rand(64, 2, generator=gen) < 0.2).long()
+        return actions
+
+    start, total, last, alive = _potential_over_a_fight("ammo", 6, 120, random_fire)
+    assert bool((start != 0).any()) and bool((~alive).any())  # uneven starts; some fights decided
+    assert torch.allclose(total, last - start, atol=1e-5)
+    assert bool((last != 0).any())  # fights still running, or drawn, keep their balance
+
+
+def test_ammo_is_unchanged_by_real_launches():
+    # Both sides fire on the first decision of a real fight: every missile leaves the rack and
+    # enters a slot of the observation, so neither side's balance moves.
+    config = SimConfig()
+    sim = BatchedSim(32, config, seed=3)
+    obs = sim.reset()
+    actions = torch.zeros(32, 2, 3, dtype=torch.int64)
+    actions[:, :, 1], actions[:, :, 2] = 1, 1
+    result = sim.step(actions)
+    term = make_reward("ammo", layout=ObsLayout.from_config(config), sim_config=config)
+    for side in (0, 1):
+        info = step_info(result, side)
+        assert bool((info["launches"] > 0).all())
+        r = term.compute(obs[:, side], result.final_obs[:, side], actions[:, side], result.done, info)
+        assert torch.equal(r, torch.zeros(32))
