@@ -9,6 +9,7 @@ import torch
 
 from agents import make_agent
 from agents.tactics import (
+    TRAINING_RANGES,
     BluffTactic,
     DragTactic,
     EarlyTactic,
@@ -21,8 +22,10 @@ from agents.tactics import (
     NotchTactic,
     PumpTactic,
     SniperTactic,
+    SwitchTactic,
     TacticAgent,
 )
+from agents.tactics.switch import SwitchParams
 from sim import BatchedSim, SimConfig
 from sim.kernels import END_REASONS
 from sim.layout import (
@@ -236,3 +239,31 @@ def test_flee_never_fires_and_stays_inside_the_arena_against_the_shooter():
     assert launched == 0 and len(first_end) == 16
     assert all(reason != "out_of_arena" for _, reason in first_end.values())
     assert any(reason == "time_limit" for _, reason in first_end.values())
+
+
+def test_switch_flies_its_members_in_turn_and_each_switch_changes_the_tactic():
+    # Every decision is exactly the chosen member's; in 300 s (mean hold 30 s) every environment
+    # that lasts switches, and no segment repeats the one before it. Members fly their training ranges only.
+    config = SimConfig()
+    sim = BatchedSim(16, config, seed=3)
+    switch = SwitchTactic(16, sim.layout, sim_config=config, seed=4, params=SwitchParams(mean_hold_s=30.0))
+    crank = make_agent("crank", 16, sim.layout, sim_config=config)
+    assert [m.draw for m in switch.members] == [TRAINING_RANGES[m.name] for m in switch.members]
+    assert {m.name for m in switch.members} == set(TRAINING_RANGES) - {"switch"}  # every other training tactic
+    assert (switch.choice[:, 1:] != switch.choice[:, :-1]).all()
+    obs, flown, first = sim.reset(), [set() for _ in range(16)], torch.ones(16, dtype=torch.bool)
+    for _ in range(150):
+        member = switch.member(obs[:, 0])
+        own = switch.act(obs[:, 0])
+        theirs = torch.stack([m.act(obs[:, 0]) for m in switch.members], 1)
+        assert torch.equal(own, theirs[torch.arange(16), member])
+        for env in first.nonzero().flatten().tolist():
+            flown[env].add(int(member[env]))
+        out = sim.step(torch.stack([own, crank.act(obs[:, 1])], 1))
+        obs, first = out.obs, first & ~out.done
+        switch.reset(out.done)
+    assert sum(len(f) > 1 for f in flown) >= 10  # within each environment's first episode
+    ends, choice = switch.ends_s.clone(), switch.choice.clone()
+    mask = torch.arange(16) % 5 == 0
+    switch.reset(mask)
+    assert torch.equal((switch.ends_s != ends).any(1), mask) and torch.equal(switch.choice[~mask], choice[~mask])

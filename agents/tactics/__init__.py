@@ -42,13 +42,14 @@ from agents.tactics.offence import (
     SniperTactic,
 )
 from agents.tactics.split import HELDOUT, HELDOUT_RANGES, TRAINING, TRAINING_RANGES
+from agents.tactics.switch import SwitchTactic
 from sim.config import SimConfig
 from sim.layout import ObsLayout
 
 TACTICS: dict[str, type[TacticAgent]] = {
     cls.name: cls
     for cls in (PumpTactic, NotchTactic, DragTactic, EarlyTactic, SniperTactic, LateTactic, LadderTactic,
-                SkateTactic, EnergyTactic, HerdTactic, BluffTactic, ExtendTactic, FleeTactic)
+                SkateTactic, EnergyTactic, HerdTactic, BluffTactic, ExtendTactic, FleeTactic, SwitchTactic)
 }
 """Every tactic by name."""
 
@@ -141,6 +142,7 @@ __all__ = [
     "PumpTactic",
     "SkateTactic",
     "SniperTactic",
+    "SwitchTactic",
     "TacticAgent",
     "is_tactic_spec",
     "make_tactic",
