@@ -6,8 +6,8 @@ default anchors). Four tactics are held out whole (``notch``, ``sniper``, ``skat
 the last the trick a learner trained against ``ace`` found: bench/RESULTS.md, "``herd``"); seven
 are only trained against (``early``, ``energy``, ``ladder``, ``bluff``, ``extend``, whose ranges
 share no value with the held-out ``pump``'s either, ``flee``, the one that never fires, and
-``switch``, which flies the others in turn); three are shared (``pump``, ``drag``, ``late``) with parameter ranges that are disjoint for every parameter, so a held-out
-``pump`` never flies with a parameter a training ``pump`` could have drawn.
+``switch``, which flies the others in turn); three are shared (``pump``, ``drag``, ``late``)
+with parameter ranges that are disjoint for every parameter, so a held-out ``pump`` never flies with a parameter a training ``pump`` could have drawn.
 """
 
 from __future__ import annotations

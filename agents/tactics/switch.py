@@ -26,14 +26,19 @@ import torch
 
 from agents.base import seeded_generator
 from agents.tactics.base import Ranges, TacticAgent
-from agents.tactics.defence import DragTactic, EarlyTactic, ExtendTactic, FleeTactic, PumpTactic
+from agents.tactics.defence import (
+    Commands,
+    DragTactic,
+    EarlyTactic,
+    ExtendTactic,
+    FleeTactic,
+    PumpTactic,
+)
 from agents.tactics.offence import BluffTactic, EnergyTactic, LadderTactic, LateTactic
 from agents.tactics.split import TRAINING_RANGES
 from sim.config import SimConfig
 from sim.device import canonical_device
 from sim.layout import ObsLayout
-
-Commands = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
 MEMBERS: tuple[type[TacticAgent], ...] = (PumpTactic, DragTactic, LateTactic, EarlyTactic, EnergyTactic,
                                           LadderTactic, BluffTactic, ExtendTactic, FleeTactic)
