@@ -1,8 +1,11 @@
 """A neural policy flying one side: wraps the learner's :class:`learner.ActorCritic`.
 
 Any module with the same ``act(obs, deterministic) -> (actions, log_prob, value)`` signature
-plugs in. The wrapper adds the batch contract of :class:`agents.BaseAgent` and keeps the last
-log-probabilities and values, which actors store with the rollout.
+plugs in. The wrapper adds the batch contract of :class:`agents.BaseAgent`. A network that also
+has ``act_only`` (``ActorCritic`` has) is asked for its actions alone: an agent flying a side
+(an opponent, a teacher, a seat in the cockpit) needs no value and no log-probability, and
+skipping them halves the work of a small network's step (bench/RESULTS.md, "Opponents that
+only choose").
 """
 
 from __future__ import annotations
@@ -64,8 +67,6 @@ class PolicyAgent(BaseAgent):
         self.obs_dim: int | None = reads if obs_dim is None else obs_dim
         self._reads = reads if obs_dim is not None and obs_dim != reads else None
         """The leading components the network reads, when it reads fewer than it is handed."""
-        self.last_log_prob: torch.Tensor | None = None
-        self.last_value: torch.Tensor | None = None
         self.training = bool(getattr(policy, "training", False))
         self.seed = seed
         try:
@@ -73,24 +74,29 @@ class PolicyAgent(BaseAgent):
         except (TypeError, ValueError):
             self._takes_generator = False
         self._generator = seeded_generator(self.device, seed) if self._takes_generator else None
+        act_only = getattr(policy, "act_only", None)
+        self._act_only = act_only if callable(act_only) else None
+        """The network's actions-only path, where it has one (the same actions as ``act``)."""
 
     def act(self, obs: torch.Tensor) -> torch.Tensor:
-        """Actions ``[N, A]`` from the network; log-probs and values kept in ``last_*``."""
+        """Actions ``[N, A]`` from the network."""
         self._check_obs(obs, self.obs_dim)
         if obs.device != self.device:
             raise ValueError(f"obs must be on {self.device}, got {obs.device}")
         if self._reads is not None:
             obs = obs[:, : self._reads]
         with torch.no_grad():
+            if self._act_only is not None:
+                if self._generator is not None:
+                    return self._act_only(obs, deterministic=self.deterministic, generator=self._generator)
+                return self._act_only(obs, deterministic=self.deterministic)
             # The policy is typed as the nn.Module it is; act() is checked in __init__.
             if self._generator is not None:
                 seeded = cast(_SeededPolicyNetwork, self.policy)
-                actions, log_prob, value = seeded.act(obs, deterministic=self.deterministic,
-                                                      generator=self._generator)
+                actions, _, _ = seeded.act(obs, deterministic=self.deterministic, generator=self._generator)
             else:
                 plain = cast(PolicyNetwork, self.policy)
-                actions, log_prob, value = plain.act(obs, deterministic=self.deterministic)
-        self.last_log_prob, self.last_value = log_prob, value
+                actions, _, _ = plain.act(obs, deterministic=self.deterministic)
         return actions
 
     def to(self, device: torch.device | str) -> PolicyAgent:

@@ -178,8 +178,23 @@ class ActorCritic(nn.Module):
         n = obs.shape[0]
         x = self._features(torch.cat([obs, obs * self.mirror_obs_sign.to(obs.dtype)]))
         head, value = self.actor(x).float(), self.critic(x).squeeze(-1).float()
+        return self._mirror_mean(head, n), 0.5 * (value[:n] + value[n:])
+
+    def policy_head(self, obs: Tensor) -> Tensor:
+        """The head outputs of :meth:`forward` alone ``[B, num_logits]``, without the critic's
+        pass: what choosing an action needs."""
+        obs = self._check_obs(obs)
+        if self.mirror is None:
+            return self.actor(self._features(obs)).float()
+        n = obs.shape[0]
+        head = self.actor(self._features(torch.cat([obs, obs * self.mirror_obs_sign.to(obs.dtype)]))).float()
+        return self._mirror_mean(head, n)
+
+    def _mirror_mean(self, head: Tensor, n: int) -> Tensor:
+        """The mean of the head at the ``n`` observations and, mirrored back, at their mirror
+        images (rows ``n:``)."""
         mirrored = head[n:].index_select(1, self.mirror_perm) * self.mirror_head_sign
-        return 0.5 * (head[:n] + mirrored), 0.5 * (value[:n] + value[n:])
+        return 0.5 * (head[:n] + mirrored)
 
     def _log_prob_entropy(self, head: Tensor, actions: Tensor,
                           entropy_weights: tuple[float, ...] = ()) -> tuple[Tensor, Tensor]:
@@ -259,6 +274,18 @@ class ActorCritic(nn.Module):
         actions = self._sample(head, deterministic, noise)
         log_prob, _ = self._log_prob_entropy(head, actions)
         return actions, log_prob, value
+
+    @torch.no_grad()
+    def act_only(self, obs: Tensor, deterministic: bool = False,
+                 generator: torch.Generator | None = None, noise: Tensor | None = None) -> Tensor:
+        """The actions of :meth:`act` alone ``[B, A]``, the same for the same ``noise`` or
+        ``generator`` state (the same random numbers are drawn), without the critic's pass and
+        the log-probability: all an opponent or a teacher needs, at about half the work of a
+        small network's :meth:`act` (bench/RESULTS.md, "Opponents that only choose")."""
+        head = self.policy_head(obs)
+        if noise is None and not deterministic:
+            noise = self.draw_noise(obs.shape[0], generator, obs.device)
+        return self._sample(head, deterministic, noise)
 
     def evaluate(self, obs: Tensor, actions: Tensor,
                  entropy_weights: tuple[float, ...] = ()) -> tuple[Tensor, Tensor, Tensor]:

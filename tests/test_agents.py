@@ -19,6 +19,7 @@ from agents import (
     make_agent,
 )
 from learner import ActionSpec, ActorCritic
+from pipeline.run.sim_actors import sim_mirror
 from sim import SimConfig
 from sim.autopilot import pursuit_actions
 from sim.layout import (
@@ -147,13 +148,34 @@ def test_policy_agent_wraps_the_learner_network():
     actions = agent.act(obs)
     assert actions.shape == (5, 3) and actions.dtype == torch.int64
     assert torch.equal(actions, policy.act(obs, deterministic=True)[0])
-    assert agent.last_log_prob.shape == (5,) and agent.last_value.shape == (5,)
     assert agent.train() is agent and policy.training
     assert agent.eval() is agent and not policy.training
     with pytest.raises(ValueError, match=r"obs must have shape \(5, "):
         agent.act(torch.zeros(5, LAYOUT.size - 1))
     with pytest.raises(ValueError, match="must have an act"):
         PolicyAgent(torch.nn.Linear(2, 2), 1)
+
+
+def test_a_policy_agent_samples_the_actions_act_samples_without_the_critic():
+    # The agent asks the network for its actions alone (act_only): the same random numbers
+    # drawn, so the same sampled actions as act() from the same generator state, and the
+    # critic never runs.
+    torch.manual_seed(0)
+    critic_calls: list[int] = []
+    for mirror in (False, True):
+        policy = ActorCritic(LAYOUT.size, ActionSpec.for_sim(SimConfig()), hidden_sizes=(16,),
+                             mirror=sim_mirror(SimConfig()) if mirror else None)
+        obs = make_obs(64) + 0.5 * torch.randn(64, LAYOUT.size)
+        agent = PolicyAgent(policy, 64, seed=7)
+        expected = policy.act(obs, generator=torch.Generator().manual_seed(7))[0]
+        hook = policy.critic.register_forward_hook(lambda *_: critic_calls.append(1))
+        try:
+            actions = agent.act(obs)
+        finally:
+            hook.remove()
+        assert torch.equal(actions, expected)
+        assert not critic_calls
+        assert torch.equal(policy.act_only(obs, deterministic=True), policy.act(obs, deterministic=True)[0])
 
 
 def test_sampling_policy_agent_draws_from_its_own_seeded_generator():
