@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -131,10 +132,14 @@ class BatchedSim:
         self._env_index = torch.arange(n, dtype=torch.int64, device=self.device)
         self._obs = torch.zeros(n, 2, d, dtype=self.dtype, device=self.device)
         self._final_obs = torch.zeros_like(self._obs)
-        # The kernels write the current frame; with past frames (``obs_history``) into buffers
-        # of their own, stacked into the observations by ``_stack_frames``.
+        # The kernels write the current frame; with memory (past frames, ``obs_history``, or a
+        # trace, ``obs_trace_s``) into buffers of their own, stacked into the observations by
+        # ``_stack_frames``.
         self._history = config.obs_history
-        if self._history:
+        self._trace_decay = math.exp(-config.decision_dt_s / config.obs_trace_s) if config.obs_trace_s > 0 else None
+        """The trace's weight on what it held (``a``), None without a trace."""
+        self._frames = self.layout.frames
+        if self._frames > 1:
             self._frame = torch.zeros(n, 2, self.layout.frame_size, dtype=self.dtype, device=self.device)
             self._final_frame = torch.zeros_like(self._frame)
         else:
@@ -244,9 +249,9 @@ class BatchedSim:
             self._native.observe(mask.nonzero().squeeze(-1), self._frame)
         else:
             self._frame.copy_(torch.where(mask.view(n, 1, 1), self._observe(self.state, self.config), self._frame))
-        if self._history:
-            # A new episode's past frames are its first frame.
-            self._obs.copy_(torch.where(mask.view(n, 1, 1), self._frame.repeat(1, 1, 1 + self._history), self._obs))
+        if self._frames > 1:
+            # A new episode's past frames and trace are its first frame.
+            self._obs.copy_(torch.where(mask.view(n, 1, 1), self._frame.repeat(1, 1, self._frames), self._obs))
         return self._obs
 
     def _reset_envs(self, mask: torch.Tensor) -> None:
@@ -363,17 +368,21 @@ class BatchedSim:
                 self._frame[idx] = self._observe_eager(s.select(idx), self.config)
 
     def _stack_frames(self, done: torch.Tensor) -> None:
-        """With past frames: the final observations become the new frame before the past ones
-        shifted by one (the oldest dropped), and the observations those, except where an
-        episode ended, whose next one starts with every frame its first. Masked writes only,
-        no host read, so this runs inside a captured graph as well."""
-        k = self._history
-        if not k:
+        """With memory: the final observations become the new frame before the past ones
+        shifted by one (the oldest dropped) and the trace moved towards the new frame, and the
+        observations those, except where an episode ended, whose next one starts with every
+        frame and the trace its first. Masked writes only, no host read, so this runs inside a
+        captured graph as well."""
+        if self._frames == 1:
             return
-        size = self.layout.frame_size
-        self._final_obs[..., size:].copy_(self._obs[..., : k * size])
+        k, size, a = self._history, self.layout.frame_size, self._trace_decay
+        if a is not None:  # before the past frames overwrite nothing it reads: the trace is last
+            start = (1 + k) * size
+            torch.add(self._obs[..., start:] * a, self._final_frame, alpha=1.0 - a, out=self._final_obs[..., start:])
+        if k:
+            self._final_obs[..., size:(1 + k) * size].copy_(self._obs[..., : k * size])
         self._final_obs[..., :size].copy_(self._final_frame)
-        fresh = self._frame.repeat(1, 1, 1 + k)
+        fresh = self._frame.repeat(1, 1, self._frames)
         self._obs.copy_(torch.where(done.view(-1, 1, 1), fresh, self._final_obs))
 
     @property

@@ -60,6 +60,7 @@ SIM_BOUNDS: dict[str, Bounds] = {
     "obs_incoming_missiles": count(1, 64),
     "obs_own_missiles": count(1, 64),
     "obs_history": count(0, 8),
+    "obs_trace_s": Bounds(0.0, 3600.0),
 }
 """The range of each number of :class:`SimConfig` (a pair's bound holds for both ends), checked
 before any other check does arithmetic with it. Counts of physics steps (``max_time_s / dt_s``,
@@ -210,6 +211,14 @@ class SimConfig:
     has flown. At an episode's start every past frame is the first observation. The simulator
     keeps the frames (sim/batched.py); every agent, the learner and the exports see the longer
     vector, and a checkpoint trained without them still flies on the current frame."""
+    obs_trace_s: float = 0.0
+    """Memory by a trace: with a time constant ``τ > 0`` seconds, append an exponential moving
+    average of the frames so far (``trace.*`` in the layout, after any past frames), each
+    decision ``m ← a·m + (1 − a)·frame`` with ``a = exp(−decision_dt_s / τ)``, starting from the
+    episode's first frame. Where stacked frames show the last seconds, a trace of tens of
+    seconds summarises how this enemy has flown: whether it points at me, turns away after its
+    shots, how far out its missiles came. 0 (the default) keeps none; a checkpoint trained
+    without it still flies on the current frame, one trained with it needs the same τ."""
 
     dtype: str = "float32"
     """Floating-point type of the state: ``"float32"`` or ``"float64"``."""

@@ -38,6 +38,10 @@ away (the no-escape reach) / RANGE_SCALE, the reach of an enemy missile launched
 turning away / RANGE_SCALE, and o's escape time margin /
 MARGIN_SCALE_S (positive: seconds until an enemy launch can no longer be outrun by turning
 away, both flying straight on; negative: seconds since).
+
+Memory (``SimConfig.obs_history``, ``SimConfig.obs_trace_s``): the frame above, then the past
+frames ``past[1]``, ..., ``past[k]`` (the same components one, ..., k decisions ago), then the
+``trace`` (an exponential moving average of the frames so far, same components and scales).
 """
 
 from __future__ import annotations
@@ -83,11 +87,19 @@ class ObsLayout:
     """Whether the ``reach`` block is appended (``SimConfig.obs_reach``)."""
     history: int = 0
     """How many past frames follow the current one (``SimConfig.obs_history``)."""
+    trace_s: float = 0.0
+    """The time constant of the trace that follows them, 0 for none (``SimConfig.obs_trace_s``)."""
 
     @classmethod
     def from_config(cls, config: SimConfig) -> ObsLayout:
         return cls(config.obs_incoming_missiles, config.obs_own_missiles, config.obs_reach,
-                   config.obs_history)
+                   config.obs_history, float(config.obs_trace_s))
+
+    @property
+    def frames(self) -> int:
+        """How many frame-sized blocks the whole vector holds: the current frame, the past
+        frames and the trace."""
+        return 1 + self.history + (1 if self.trace_s > 0 else 0)
 
     @functools.cached_property
     def frame_names(self) -> tuple[str, ...]:
@@ -103,15 +115,17 @@ class ObsLayout:
 
     @property
     def frame_size(self) -> int:
-        """Components in one frame; the whole vector holds ``1 + history`` of them."""
+        """Components in one frame; the whole vector holds :attr:`frames` of them."""
         return len(self.frame_names)
 
     @functools.cached_property
     def names(self) -> tuple[str, ...]:
         """Every component's name, in order (``block.field`` or ``block[i].field``, then the
-        past frames' ``past[j].block.field``)."""
+        past frames' ``past[j].block.field``, then the trace's ``trace.block.field``)."""
         frame = self.frame_names
-        return frame + tuple(f"past[{j}].{name}" for j in range(1, self.history + 1) for name in frame)
+        past = tuple(f"past[{j}].{name}" for j in range(1, self.history + 1) for name in frame)
+        trace = tuple(f"trace.{name}" for name in frame) if self.trace_s > 0 else ()
+        return frame + past + trace
 
     @property
     def size(self) -> int:
@@ -125,7 +139,7 @@ class ObsLayout:
         left), +1 for the rest. The mirrored fight of a fight observes ``obs * signs``."""
         flips = {"own.y", "own.rudder"}
         frame = tuple(-1.0 if name in flips or name.endswith("_sin") else 1.0 for name in self.frame_names)
-        return frame * (1 + self.history)
+        return frame * self.frames
 
     @functools.cached_property
     def _offsets(self) -> dict[str, int]:
@@ -175,18 +189,24 @@ class ObsLayout:
         }
         if self.reach:
             scales["margin_s"] = MARGIN_SCALE_S
+        if self.trace_s > 0:
+            scales["trace_s"] = float(self.trace_s)
         return {"version": 1, "size": self.size, "names": list(self.names), "scales": scales}
 
     @staticmethod
     def frames_prefix(saved: dict[str, Any], current: dict[str, Any]) -> int | None:
         """How many leading components of ``current``'s observation a network saved with
-        ``saved``'s layout reads, when the two differ only by past frames: ``saved`` names the
-        first frames of ``current`` (a network trained without memory in a sim with it, or
-        with fewer frames) under the same scales. None when they differ otherwise."""
+        ``saved``'s layout reads, when the two differ only by memory: ``saved`` names the
+        first frames of ``current`` (a network trained without memory in a sim with past frames
+        or a trace, or with fewer frames) under the same scales. None when they differ
+        otherwise (a network trained with a trace needs one of the same time constant)."""
         s_names, c_names = list(saved.get("names", [])), list(current.get("names", []))
-        if (saved.get("version") != current.get("version") or saved.get("scales") != current.get("scales")
+        s_scales, c_scales = dict(saved.get("scales") or {}), dict(current.get("scales") or {})
+        if "trace_s" not in s_scales:
+            c_scales.pop("trace_s", None)  # the trace's time constant means nothing to a network without it
+        if (saved.get("version") != current.get("version") or s_scales != c_scales
                 or not s_names or len(s_names) >= len(c_names) or c_names[: len(s_names)] != s_names
-                or not all(name.startswith("past[") for name in c_names[len(s_names):])):
+                or not all(name.startswith(("past[", "trace.")) for name in c_names[len(s_names):])):
             return None
         return len(s_names)
 

@@ -47,8 +47,11 @@ def trained_sim_config(specs: list[str]) -> SimConfig:
     default ``SimConfig`` when none is a checkpoint. Checkpoints trained on
     different sims cannot meet in one match: a ``ValueError`` names two of them. Past frames
     (``obs_history``) do not count as a difference: the sim keeps the most any of them reads,
-    and a network with fewer reads the first frames (``ObsLayout.frames_prefix``)."""
+    and a network with fewer reads the first frames (``ObsLayout.frames_prefix``). Nor does a
+    trace (``obs_trace_s``) between a checkpoint with one and checkpoints without: the sim keeps
+    it and those read the frame before it; two different time constants cannot meet."""
     found: dict[SimConfig, str] = {}
+    traces: dict[float, str] = {}
     history = 0
     for spec in specs:
         try:
@@ -59,13 +62,21 @@ def trained_sim_config(specs: list[str]) -> SimConfig:
         if isinstance(sim, dict):
             config = SimConfig.from_dict(sim)
             history = max(history, config.obs_history)
-            found.setdefault(dataclasses.replace(config.rules_start(), scenario="random", obs_history=0), str(path))
+            if config.obs_trace_s > 0:
+                traces.setdefault(float(config.obs_trace_s), str(path))
+            found.setdefault(dataclasses.replace(config.rules_start(), scenario="random", obs_history=0,
+                                                 obs_trace_s=0.0), str(path))
+    if len(traces) > 1:
+        (ta, pa), (tb, pb) = list(traces.items())[:2]
+        raise ValueError(f"{pa} and {pb} were trained on different sims (obs_trace_s: {ta!r} != {tb!r}); "
+                         "they cannot meet in one match")
     if len(found) > 1:
         (a, pa), (b, pb) = list(found.items())[:2]
         diff = ", ".join(f"{k}: {getattr(a, k)!r} != {getattr(b, k)!r}"
                          for k in (f.name for f in dataclasses.fields(SimConfig)) if getattr(a, k) != getattr(b, k))
         raise ValueError(f"{pa} and {pb} were trained on different sims ({diff}); they cannot meet in one match")
-    return dataclasses.replace(next(iter(found), SimConfig()), obs_history=history)
+    return dataclasses.replace(next(iter(found), SimConfig()), obs_history=history,
+                               obs_trace_s=next(iter(traces), 0.0))
 
 
 def gym_env_of(agent: str) -> tuple[str, dict] | None:

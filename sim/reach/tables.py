@@ -314,7 +314,7 @@ def build_reach_tables(config: SimConfig) -> ReachTables:
     )
 
 
-NOT_READ_BY_THE_SHOTS = ("dtype", "obs_reach", "obs_history", "max_time_s", "spawn_separation_m", "scenario")
+NOT_READ_BY_THE_SHOTS = ("dtype", "obs_reach", "obs_history", "obs_trace_s", "max_time_s", "spawn_separation_m", "scenario")
 """Config fields the simulated shots never read: configs differing only in these share tables
 (a sim with the reach block, and the copy of it that sizes its memory, measure them once)."""
 

@@ -114,6 +114,9 @@ class ReferenceSim:
         if config.obs_history:
             raise ValueError("the reference sim observes the current frame only: obs_history must be 0, "
                              f"got {config.obs_history} (the batched sim stacks past frames)")
+        if config.obs_trace_s:
+            raise ValueError("the reference sim observes the current frame only: obs_trace_s must be 0, "
+                             f"got {config.obs_trace_s} (the batched sim keeps the trace)")
         self.config = config
         self.layout = ObsLayout.from_config(config)
         n = config.missiles_per_fighter
