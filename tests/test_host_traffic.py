@@ -146,10 +146,13 @@ def test_the_training_starts_reset_without_host_traffic(curricula):
     assert _traffic(lambda: (sim.step(actions), sim.reset(torch.ones(8, dtype=torch.bool, device=META)))) == []
 
 
-def test_a_chunk_with_past_frames_and_a_network_without_them_has_no_host_traffic():
-    """Stacked frames (``sim.obs_history``) are masked device writes; ``ace``, trained without
-    them, reads the current frame as a view of the stacked observations."""
-    config = dataclasses.replace(CFG, obs_history=2)
+@pytest.mark.parametrize("memory", [{"obs_history": 2}, {"obs_history": 1, "obs_trace_s": 20.0}],
+                         ids=["past-frames", "past-frame-and-trace"])
+def test_a_chunk_with_past_frames_and_a_network_without_them_has_no_host_traffic(memory):
+    """Stacked frames (``sim.obs_history``) and the trace (``sim.obs_trace_s``) are masked
+    device writes; ``ace``, trained without them, reads the current frame as a view of the
+    stacked observations."""
+    config = dataclasses.replace(CFG, **memory)
     layout = ObsLayout.from_config(config)
     spec = ActionSpec.for_sim(config)
     ace = build_agent("ace", 8, layout, META, sim_config=config)
