@@ -7,7 +7,6 @@ import dataclasses
 import pytest
 import torch
 
-from learner import ActionSpec, PPOConfig, PPOLearner
 from learner.checkpoint import save_checkpoint
 from pipeline.config.specs import load_checkpoint_agent
 from pipeline.evaluation.entrants import trained_sim_config
@@ -15,15 +14,7 @@ from sim.batched import BatchedSim
 from sim.config import SimConfig
 from sim.layout import ObsLayout
 from sim.reference.scalar import ReferenceSim
-
-SHORT = SimConfig(max_time_s=20.0)
-"""Episodes of 40 decisions, so a short run sees many of them end and restart."""
-
-
-def random_actions(generator: torch.Generator, n: int) -> torch.Tensor:
-    return torch.stack([torch.randint(0, 3, (n, 2), generator=generator),
-                        torch.randint(0, 3, (n, 2), generator=generator),
-                        torch.randint(0, 2, (n, 2), generator=generator)], -1)
+from tests.memory_helpers import SHORT, make_learner, random_actions
 
 
 def test_the_layout_names_each_past_frame_after_the_current_one() -> None:
@@ -85,8 +76,11 @@ def test_the_stacked_observations_are_the_past_frames_of_the_same_fights(backend
     assert ended > n  # every environment restarted at least once on average
 
 
-def test_a_masked_reset_leaves_the_other_environments_and_their_past_alone() -> None:
-    sim = BatchedSim(8, SHORT.replace(obs_history=1), seed=1)
+@pytest.mark.parametrize("memory", [{"obs_history": 1}, {"obs_trace_s": 10.0}], ids=["past-frame", "trace"])
+def test_a_masked_reset_leaves_the_other_environments_and_their_past_alone(memory: dict) -> None:
+    """A reset environment's past frames, or its trace (tests/test_obs_trace.py), start again
+    at its new first frame; the others keep theirs."""
+    sim = BatchedSim(8, SHORT.replace(**memory), seed=1)
     sim.reset()
     generator = torch.Generator().manual_seed(2)
     for _ in range(3):
@@ -99,12 +93,6 @@ def test_a_masked_reset_leaves_the_other_environments_and_their_past_alone() -> 
     assert torch.equal(after[~mask], before[~mask])
     assert torch.equal(after[2, :, size:], after[2, :, :size])  # its past is its new first frame
     assert not torch.equal(after[2], before[2])
-
-
-def make_learner(config: SimConfig) -> PPOLearner:
-    layout = ObsLayout.from_config(config)
-    return PPOLearner(PPOConfig(hidden_sizes=(8,)), layout.size, ActionSpec.for_sim(config),
-                      obs_layout=layout.metadata())
 
 
 def test_a_network_without_memory_flies_on_the_current_frame_of_a_sim_with_it(tmp_path) -> None:

@@ -8,7 +8,6 @@ import math
 import pytest
 import torch
 
-from learner import ActionSpec, PPOConfig, PPOLearner
 from learner.checkpoint import save_checkpoint
 from pipeline.config.specs import load_checkpoint_agent
 from pipeline.evaluation.entrants import trained_sim_config
@@ -16,15 +15,7 @@ from sim.batched import BatchedSim
 from sim.config import SimConfig
 from sim.layout import ObsLayout
 from sim.reference.scalar import ReferenceSim
-
-SHORT = SimConfig(max_time_s=20.0)
-"""Episodes of 40 decisions, so a short run sees many of them end and restart."""
-
-
-def random_actions(generator: torch.Generator, n: int) -> torch.Tensor:
-    return torch.stack([torch.randint(0, 3, (n, 2), generator=generator),
-                        torch.randint(0, 3, (n, 2), generator=generator),
-                        torch.randint(0, 2, (n, 2), generator=generator)], -1)
+from tests.memory_helpers import SHORT, make_learner, random_actions
 
 
 def test_the_layout_names_the_trace_after_the_past_frames_and_saves_its_time_constant() -> None:
@@ -93,28 +84,6 @@ def test_the_trace_is_the_moving_average_of_the_same_fights_frames(backend: str,
         ended += int(ref.done.sum())
     assert ended > n  # every environment restarted at least once on average
     assert moved > 0.1  # the trace lags the frame: it is not a copy of it
-
-
-def test_a_masked_reset_starts_the_trace_again_and_leaves_the_others_alone() -> None:
-    sim = BatchedSim(8, SHORT.replace(obs_trace_s=10.0), seed=1)
-    sim.reset()
-    generator = torch.Generator().manual_seed(2)
-    for _ in range(3):
-        sim.step(random_actions(generator, 8))
-    before = sim.result.obs.clone()
-    mask = torch.zeros(8, dtype=torch.bool)
-    mask[2] = True
-    after = sim.reset(mask)
-    size = sim.layout.frame_size
-    assert torch.equal(after[~mask], before[~mask])
-    assert torch.equal(after[2, :, size:], after[2, :, :size])
-    assert not torch.equal(after[2], before[2])
-
-
-def make_learner(config: SimConfig) -> PPOLearner:
-    layout = ObsLayout.from_config(config)
-    return PPOLearner(PPOConfig(hidden_sizes=(8,)), layout.size, ActionSpec.for_sim(config),
-                      obs_layout=layout.metadata())
 
 
 def test_a_network_without_a_trace_flies_on_the_current_frame_of_a_sim_with_one(tmp_path) -> None:
