@@ -376,9 +376,9 @@ class BatchedSim:
         if self._frames == 1:
             return
         k, size, a = self._history, self.layout.frame_size, self._trace_decay
-        if a is not None:  # before the past frames overwrite nothing it reads: the trace is last
+        if a is not None:  # m ← a·m + (1 − a)·frame, in one op, from the observations' trace
             start = (1 + k) * size
-            torch.add(self._obs[..., start:] * a, self._final_frame, alpha=1.0 - a, out=self._final_obs[..., start:])
+            torch.lerp(self._obs[..., start:], self._final_frame, 1.0 - a, out=self._final_obs[..., start:])
         if k:
             self._final_obs[..., size:(1 + k) * size].copy_(self._obs[..., : k * size])
         self._final_obs[..., :size].copy_(self._final_frame)
