@@ -9,7 +9,7 @@ import torch
 from agents.base import RandomAgent
 from agents.grouped import GroupedOpponent
 from agents.registry import make_agent
-from pipeline.config import LeagueConfig
+from pipeline.config import ConfigError, LeagueConfig, resolve
 from pipeline.league.matchmaking import LATEST, POLICY, League
 from pipeline.league.records import LEARNER, Record
 from sim import ObsLayout, SimConfig
@@ -201,6 +201,24 @@ def test_the_pool_is_frozen_after_snapshot_until(tmp_path):
                      snapshot_until=0.5)
     resumed.load()
     assert snapshot_versions(resumed, learner, range(60, 101)) == []
+
+
+def test_pfsp_draw_sets_what_a_draw_counts_for(tmp_path):
+    """With ``pfsp_draw=0`` an opponent the learner only draws with weighs like one it loses to;
+    with the default half a win it weighs like an even one."""
+    lg = league(tmp_path, anchors=["flee", "crank", "random"], pfsp_power=1.0, pfsp_floor=0.01)
+    lg.records["flee"].add(0, 100, 0, window=500)     # every game drawn
+    lg.records["crank"].add(0, 0, 100, window=500)    # every game lost
+    lg.records["random"].add(50, 0, 50, window=500)   # even
+    half = dict(zip(lg.anchors, lg.weights(lg.anchors), strict=True))
+    assert half["flee"] == pytest.approx(half["random"]) and half["crank"] > 1.9 * half["flee"]
+    hard = league(tmp_path, anchors=list(lg.anchors), pfsp_power=1.0, pfsp_floor=0.01, pfsp_draw=0.0)
+    hard.records = lg.records
+    weights = dict(zip(hard.anchors, hard.weights(hard.anchors), strict=True))
+    assert weights["flee"] == pytest.approx(weights["crank"]) == pytest.approx(1.0 - 0.5 / 101)
+    assert weights["random"] == pytest.approx(half["random"])  # no draws: the same weight
+    with pytest.raises(ConfigError, match="pfsp_draw"):
+        resolve({"league": {"pfsp_draw": 1.5}}, device="cpu")
 
 
 def test_ratings_order_the_players_by_their_results(tmp_path):

@@ -244,6 +244,10 @@ class LeagueConfig:
     """Prioritized fictitious self-play: weight ``(1 − p_win)^power`` for each opponent."""
     pfsp_floor: float = 0.05
     """Least weight of an opponent, so none starves."""
+    pfsp_draw: float = 0.5
+    """What a draw counts for in ``p_win``: 0.5 half a win; 0 no win at all, so an opponent
+    the learner only draws with (one that runs and never commits) is drawn as often as one it
+    loses to."""
     window_games: int = 500
     """Games against one opponent that its recent score and rating mostly rest on."""
 
@@ -341,6 +345,7 @@ SECTION_BOUNDS: dict[str, dict[str, Bounds]] = {
         "latest": Bounds(0.0, 1.0),
         "pfsp_power": Bounds(0.0, 100.0),
         "pfsp_floor": positive(1.0),
+        "pfsp_draw": Bounds(0.0, 1.0),
         "window_games": count(1, 10**9),
     },
 }

@@ -18,8 +18,8 @@ Opponents are drawn by prioritized fictitious self-play: first the learner's lat
 (probability ``league.latest``: the actor's own current weights copied into the group, unrated),
 else past selves (probability ``league.self_play``, once a snapshot exists) or anchors, then within that kind with weight
 ``max((1 − p_win)^power, floor)``, ``p_win`` the learner's recent score against each (wins plus
-half the draws, over about the last ``league.window_games`` games against it, with a prior of
-one draw). The same windowed counts give Bradley–Terry ratings on the Elo scale, refit at each
+``league.pfsp_draw`` times the draws, half by default, over about the last
+``league.window_games`` games against it, with a prior of one game scored one half). The same windowed counts give Bradley–Terry ratings on the Elo scale, refit at each
 report; total counts are kept for the metrics (:mod:`pipeline.league.records`).
 """
 
@@ -119,8 +119,8 @@ class League(LeaguePool, LeagueRecords):
     # ------------------------------------------------------------------ the draws
     def weights(self, names: list[str]) -> list[float]:
         """PFSP weights of ``names``: ``max((1 − p_win)^power, floor)``."""
-        power, floor = self.config.pfsp_power, self.config.pfsp_floor
-        return [max((1.0 - self.records[n].p_win()) ** power, floor) for n in names]
+        power, floor, draw = self.config.pfsp_power, self.config.pfsp_floor, self.config.pfsp_draw
+        return [max((1.0 - self.records[n].p_win(draw)) ** power, floor) for n in names]
 
     def draw(self) -> str:
         """One opponent: the latest self, or one by prioritized fictitious self-play (under the

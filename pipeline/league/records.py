@@ -39,10 +39,11 @@ class Record:
         keep = (1.0 - 1.0 / window) ** n
         self.recent = [keep * r + new for r, new in zip(self.recent, (wins, draws, losses), strict=True)]
 
-    def p_win(self) -> float:
-        """The learner's recent score (wins plus half the draws), a prior of one draw."""
+    def p_win(self, draw: float = 0.5) -> float:
+        """The learner's recent score (wins plus ``draw`` times the draws; half by default),
+        with a prior of one game scored one half."""
         w, d, l_ = self.recent
-        return (w + 0.5 * d + 0.5) / (w + d + l_ + 1.0)
+        return (w + draw * d + 0.5) / (w + d + l_ + 1.0)
 
 
 class LeagueRecords:
