@@ -196,17 +196,21 @@ class ObsLayout:
     @staticmethod
     def frames_prefix(saved: dict[str, Any], current: dict[str, Any]) -> int | None:
         """How many leading components of ``current``'s observation a network saved with
-        ``saved``'s layout reads, when the two differ only by memory: ``saved`` names the
-        first frames of ``current`` (a network trained without memory in a sim with past frames
-        or a trace, or with fewer frames) under the same scales. None when they differ
-        otherwise (a network trained with a trace needs one of the same time constant)."""
+        ``saved``'s layout reads, when the two differ only by memory or the reach block:
+        ``saved`` names the first components of ``current`` (a network trained without memory
+        in a sim with past frames or a trace, or with fewer frames; one trained without the
+        reach block in a sim with it, which then reads the frame before the block) under the
+        same scales.
+        None when they differ otherwise (a network trained with a trace needs one of the same
+        time constant; one trained with the reach block, a sim with it)."""
         s_names, c_names = list(saved.get("names", [])), list(current.get("names", []))
         s_scales, c_scales = dict(saved.get("scales") or {}), dict(current.get("scales") or {})
-        if "trace_s" not in s_scales:
-            c_scales.pop("trace_s", None)  # the trace's time constant means nothing to a network without it
+        for extra in ("trace_s", "margin_s"):  # the trace's time constant, the reach block's margin
+            if extra not in s_scales:
+                c_scales.pop(extra, None)  # mean nothing to a network without them
         if (saved.get("version") != current.get("version") or s_scales != c_scales
                 or not s_names or len(s_names) >= len(c_names) or c_names[: len(s_names)] != s_names
-                or not all(name.startswith(("past[", "trace.")) for name in c_names[len(s_names):])):
+                or not all(name.startswith(("past[", "trace.", "reach.")) for name in c_names[len(s_names):])):
             return None
         return len(s_names)
 

@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ACE = CHAMPIONS["ace"]
 LAYOUT = ObsLayout.from_config(SimConfig())
 REACH = SimConfig(obs_reach=True)  # a simulator whose observations add the reach block
+FEWER = SimConfig(obs_incoming_missiles=2)  # one that sees two inbound missiles instead of four
 
 
 @pytest.mark.parametrize("name", list(CHAMPIONS))
@@ -73,13 +74,22 @@ def test_make_agent_without_a_loader_refuses_ace_in_one_line() -> None:
 
 
 def test_ace_is_refused_by_a_simulator_of_another_layout_in_one_line() -> None:
-    layout = ObsLayout.from_config(REACH)
+    layout = ObsLayout.from_config(FEWER)
     with pytest.raises(ValueError) as err:
-        build_agent("ace", 1, layout, sim_config=REACH)
+        build_agent("ace", 1, layout, sim_config=FEWER)
     text = str(err.value)
     assert "\n" not in text
     assert text.startswith(f"checkpoint {ACE} was trained on another observation layout: ")
-    assert "new now: reach." in text
+    assert "missing now: incoming[2]." in text
+
+
+def test_ace_flies_in_a_simulator_with_the_reach_block_reading_the_frame_before_it() -> None:
+    layout = ObsLayout.from_config(REACH)
+    without = build_agent("ace", 3, LAYOUT, sim_config=SimConfig(), deterministic=True)
+    with_block = build_agent("ace", 3, layout, sim_config=REACH, deterministic=True)
+    obs = torch.randn(3, LAYOUT.size).clamp(-1, 1)
+    block = torch.randn(3, layout.size - LAYOUT.size)
+    assert torch.equal(with_block.act(torch.cat([obs, block], 1)), without.act(obs))
 
 
 def test_an_ace_file_of_another_layout_is_refused_in_one_line(tmp_path, monkeypatch) -> None:
@@ -120,7 +130,7 @@ def test_ace_is_a_league_anchor(tmp_path) -> None:
 
 def test_launch_refuses_ace_against_a_simulator_of_another_layout_in_one_line(tmp_path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "pipeline.launch", "--opponent", "ace", "--set", "sim.obs_reach=true",
+        [sys.executable, "-m", "pipeline.launch", "--opponent", "ace", "--set", "sim.obs_incoming_missiles=2",
          "--actors", "1", "--envs-per-actor", "8", "--rollout-len", "8", "--total-steps", "64",
          "--display", "none", "--metrics-port", "-1", "--run-dir", str(tmp_path / "run")],
         cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -178,7 +188,8 @@ def test_the_wheel_ships_every_champion(tmp_path) -> None:
 @pytest.mark.parametrize(("options", "expected"), [
     ({}, "ace2"),
     ({"action_mode": "continuous"}, "crank"),
-    ({"obs_reach": True}, "crank"),
+    ({"obs_reach": True}, "ace2"),  # reads the frame before the reach block
+    ({"obs_incoming_missiles": 2}, "crank"),
 ])
 def test_midrange_flies_the_champion_where_it_can_and_crank_elsewhere(options: dict, expected: str) -> None:
     env = gymnasium.make("Midrange-v0", **options)

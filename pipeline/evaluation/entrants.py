@@ -49,10 +49,12 @@ def trained_sim_config(specs: list[str]) -> SimConfig:
     (``obs_history``) do not count as a difference: the sim keeps the most any of them reads,
     and a network with fewer reads the first frames (``ObsLayout.frames_prefix``). Nor does a
     trace (``obs_trace_s``) between a checkpoint with one and checkpoints without: the sim keeps
-    it and those read the frame before it; two different time constants cannot meet."""
+    it and those read the frame before it; two different time constants cannot meet. Nor does
+    the reach block (``obs_reach``) between a checkpoint with it and one without: the sim has it
+    and that one reads the frame before the block, if it has no memory of its own."""
     found: dict[SimConfig, str] = {}
     traces: dict[float, str] = {}
-    history = 0
+    history, reach = 0, False
     for spec in specs:
         try:
             path = resolve_checkpoint_path(spec)
@@ -61,11 +63,11 @@ def trained_sim_config(specs: list[str]) -> SimConfig:
         sim = ((read_checkpoint(path).get("extra") or {}).get("config") or {}).get("sim")
         if isinstance(sim, dict):
             config = SimConfig.from_dict(sim)
-            history = max(history, config.obs_history)
+            history, reach = max(history, config.obs_history), reach or config.obs_reach
             if config.obs_trace_s > 0:
                 traces.setdefault(float(config.obs_trace_s), str(path))
             found.setdefault(dataclasses.replace(config.rules_start(), scenario="random", obs_history=0,
-                                                 obs_trace_s=0.0), str(path))
+                                                 obs_trace_s=0.0, obs_reach=False), str(path))
     if len(traces) > 1:
         (ta, pa), (tb, pb) = list(traces.items())[:2]
         raise ValueError(f"{pa} and {pb} were trained on different sims (obs_trace_s: {ta!r} != {tb!r}); "
@@ -76,7 +78,7 @@ def trained_sim_config(specs: list[str]) -> SimConfig:
                          for k in (f.name for f in dataclasses.fields(SimConfig)) if getattr(a, k) != getattr(b, k))
         raise ValueError(f"{pa} and {pb} were trained on different sims ({diff}); they cannot meet in one match")
     return dataclasses.replace(next(iter(found), SimConfig()), obs_history=history,
-                               obs_trace_s=next(iter(traces), 0.0))
+                               obs_trace_s=next(iter(traces), 0.0), obs_reach=reach)
 
 
 def gym_env_of(agent: str) -> tuple[str, dict] | None:
