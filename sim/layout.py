@@ -200,9 +200,8 @@ class ObsLayout:
         ``saved`` names the first components of ``current`` (a network trained without memory
         in a sim with past frames or a trace, or with fewer frames; one trained without the
         reach block in a sim with it, which then reads the frame before the block) under the
-        same scales.
-        None when they differ otherwise (a network trained with a trace needs one of the same
-        time constant; one trained with the reach block, a sim with it)."""
+        same scales. None when they differ otherwise (a network trained with a trace needs one
+        of the same time constant; one trained with the reach block, a sim with it)."""
         s_names, c_names = list(saved.get("names", [])), list(current.get("names", []))
         s_scales, c_scales = dict(saved.get("scales") or {}), dict(current.get("scales") or {})
         for extra in ("trace_s", "margin_s"):  # the trace's time constant, the reach block's margin
@@ -213,6 +212,15 @@ class ObsLayout:
                 or not all(name.startswith(("past[", "trace.", "reach.")) for name in c_names[len(s_names):])):
             return None
         return len(s_names)
+
+    @staticmethod
+    def reads(saved: dict[str, Any], current: dict[str, Any]) -> int | None:
+        """How many leading components of ``current``'s observation a network saved with
+        ``saved``'s layout reads: all of them when the two are equal, the prefix of
+        :meth:`frames_prefix` when they differ only by memory or the reach block, else None."""
+        if ObsLayout.describe_difference(saved, current) is None:
+            return len(current.get("names", []))
+        return ObsLayout.frames_prefix(saved, current)
 
     @staticmethod
     def describe_difference(saved: dict[str, Any], current: dict[str, Any]) -> str | None:

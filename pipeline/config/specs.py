@@ -67,13 +67,12 @@ def load_checkpoint_agent(
     path = resolve_checkpoint_path(spec)
     policy = load_policy(path, device=device)
     saved_layout = getattr(policy, "obs_layout", None)
-    reads = layout.size
+    reads: int | None = layout.size
     if saved_layout is not None:
-        diff = ObsLayout.describe_difference(saved_layout, layout.metadata())
-        prefix = ObsLayout.frames_prefix(saved_layout, layout.metadata()) if diff is not None else None
-        if diff is not None and prefix is None:
+        reads = ObsLayout.reads(saved_layout, layout.metadata())  # without the sim's memory: the frame
+        if reads is None:
+            diff = ObsLayout.describe_difference(saved_layout, layout.metadata())
             raise ValueError(f"checkpoint {path} was trained on another observation layout: {diff}")
-        reads = layout.size if prefix is None else prefix  # without the sim's past frames: the current ones
     policy_dim = getattr(policy, "obs_dim", layout.size)
     if policy_dim != reads:
         raise ValueError(

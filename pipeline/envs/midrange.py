@@ -53,11 +53,11 @@ SPEC_KINDS = ("a scripted name (straight, pursuit, shooter, crank, random), a ch
 @functools.cache
 def _champion_fits(name: str, config: SimConfig) -> bool:
     """Whether the champion ``name`` can fly ``config``: its actions, and its observation layout
-    or the frame before the sim's memory and reach block (``ObsLayout.frames_prefix``)."""
+    or the frame before the sim's memory and reach block (``ObsLayout.reads``)."""
     state = read_checkpoint(CHAMPIONS[name])
     actions = ActionSpec.from_dict(state["model_kwargs"]["action_spec"])
-    saved, layout = state.get("obs_layout"), ObsLayout.from_config(config).metadata()
-    reads = saved == layout or (isinstance(saved, dict) and ObsLayout.frames_prefix(saved, layout) is not None)
+    saved = state.get("obs_layout")
+    reads = isinstance(saved, dict) and ObsLayout.reads(saved, ObsLayout.from_config(config).metadata()) is not None
     return reads and actions == ActionSpec.for_sim(config)
 
 

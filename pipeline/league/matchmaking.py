@@ -19,8 +19,9 @@ Opponents are drawn by prioritized fictitious self-play: first the learner's lat
 else past selves (probability ``league.self_play``, once a snapshot exists) or anchors, then within that kind with weight
 ``max((1 − p_win)^power, floor)``, ``p_win`` the learner's recent score against each (wins plus
 ``league.pfsp_draw`` times the draws, half by default, over about the last
-``league.window_games`` games against it, with a prior of one game scored one half). The same windowed counts give Bradley–Terry ratings on the Elo scale, refit at each
-report; total counts are kept for the metrics (:mod:`pipeline.league.records`).
+``league.window_games`` games against it, with a prior of one game scored one half). The same
+windowed counts give Bradley–Terry ratings on the Elo scale, refit at each report; total counts
+are kept for the metrics (:mod:`pipeline.league.records`).
 """
 
 from __future__ import annotations
