@@ -150,4 +150,9 @@ def test_the_taught_recipe_is_the_ace_recipe_with_the_measured_changes(monkeypat
     taught, ace = config(bench.RECIPES["taught"]), config(bench.RECIPES["ace"])
     assert taught == config([*bench.RECIPES["ace"], *measured])
     assert taught != ace and ace.ppo.teacher_coef == 0 and taught.ppo.teacher == "ace"
-    assert sorted(bench.RECIPES) == ["ace", "taught"]
+    assert sorted(bench.RECIPES) == ["ace", "taught", "traced"]
+    # bench/RESULTS.md's trace runs with a quarter of past selves were ``--recipe taught`` with
+    # these two --set changes.
+    traced = config(bench.RECIPES["traced"])
+    assert traced == config([*bench.RECIPES["taught"], "sim.obs_trace_s=20", "league.self_play=0.25"])
+    assert traced.sim.obs_trace_s == 20 and traced.league.self_play == 0.25 and traced.ppo.teacher == "ace"
