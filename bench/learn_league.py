@@ -70,8 +70,8 @@ outgrow its newest past self.
   instead of half (``league.self_play=0.25``): over seeds 0 and 3–6 its lowest held-out win
   rate was 0.855, 0.573, 0.723, 0.715 and 0.600, the highest worst of any change run on four
   seeds or more; ``crank`` 92.9–99.1 %, ``random`` 91.6–99.9 %, ``exploit_win`` 0.040–0.892
-  (bench/RESULTS.md, "A quarter of the opponents past selves instead of half" and the two
-  sections after it). No recipe meets the held-out target (≥ 0.90 against every held-out
+  (bench/RESULTS.md, "A quarter of the opponents past selves instead of half", "A quarter past
+  selves on seeds 3 and 0" and "A quarter past selves on seed 5"). No recipe meets the held-out target (≥ 0.90 against every held-out
   tactic) on its worst seed.
 
 ``--set`` overrides any of them (``--set ppo.teacher_coef=0`` trains without the teacher).

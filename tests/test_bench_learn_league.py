@@ -129,7 +129,7 @@ def test_main_exploiters_trained_between_stages_join_the_anchors(tmp_path):
     assert line is not None and "exploiter_rounds=1" in line[1], out
 
 
-def test_the_taught_recipe_is_the_ace_recipe_with_the_measured_changes(monkeypatch):
+def test_the_named_recipes_are_the_ace_recipe_with_the_measured_changes(monkeypatch):
     # bench/RESULTS.md's "-0.75*draw" runs were ``--recipe ace`` (then the only one) with these
     # --set changes; ``--recipe taught`` must resolve to the same launcher config.
     from pipeline.config import resolve
