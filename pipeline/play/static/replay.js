@@ -170,13 +170,24 @@ export class ReplayPanel {
     }
   }
 
-  // One recorded frame back or on from the one shown.
+  // One recorded frame back or on from the one last asked for (the one shown once its seek is
+  // answered), so two clicks before the first answer step two frames, not one.
   step(direction) {
     this.setPlaying(false);
     const times = this.info.times;
-    const shown = this.last ? this.last.replay.frame : 0;
-    const i = Math.max(0, Math.min(times.length - 1, shown + direction));
+    const i = Math.max(0, Math.min(times.length - 1, this.frameAt(this.t) + direction));
     this.seek(times[i]);
+  }
+
+  // The index of the recorded frame at or before time `t` (the frame the server shows for it).
+  frameAt(t) {
+    const times = this.info.times;
+    let lo = 0, hi = times.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if (times[mid] <= t) lo = mid; else hi = mid - 1;
+    }
+    return lo;
   }
 
   // Ask the server for the moment `t` (one request at a time: the newest wish is sent next).
