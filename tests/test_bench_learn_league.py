@@ -150,9 +150,13 @@ def test_the_named_recipes_are_the_ace_recipe_with_the_measured_changes(monkeypa
     taught, ace = config(bench.RECIPES["taught"]), config(bench.RECIPES["ace"])
     assert taught == config([*bench.RECIPES["ace"], *measured])
     assert taught != ace and ace.ppo.teacher_coef == 0 and taught.ppo.teacher == "ace"
-    assert sorted(bench.RECIPES) == ["ace", "taught", "traced"]
+    assert sorted(bench.RECIPES) == ["ace", "anchored", "taught", "traced"]
     # bench/RESULTS.md's trace runs with a quarter of past selves were ``--recipe taught`` with
     # these two --set changes.
     traced = config(bench.RECIPES["traced"])
     assert traced == config([*bench.RECIPES["taught"], "sim.obs_trace_s=20", "league.self_play=0.25"])
     assert traced.sim.obs_trace_s == 20 and traced.league.self_play == 0.25 and traced.ppo.teacher == "ace"
+    # ... and those with no past selves among the opponents, the trace with league.self_play=0.
+    anchored = config(bench.RECIPES["anchored"])
+    assert anchored == config([*bench.RECIPES["taught"], "sim.obs_trace_s=20", "league.self_play=0"])
+    assert anchored.league.self_play == 0 and anchored.sim.obs_trace_s == 20 and anchored != traced
