@@ -45,8 +45,8 @@ The run is the launcher's default league with one of four recipes (``--recipe``,
 :data:`RECIPES`). All share what the bench's earlier measurements chose (bench/RESULTS.md, "The
 league bench with the sim's recipe", "A longer horizon", "The pool frozen for the last third of
 the run", "The tactic library as the league's anchors", "PFSP power 1 with the tactic anchors"):
-a 128×128 network; half the groups against past selves (``traced`` and ``anchored`` change the share); the five scripted fighters and the
-tactic library's training half (``agents.tactics.TRAINING``, each tactic drawing its parameters
+a 128×128 network; half the groups against past selves (``traced`` and ``anchored`` change the
+share); the five scripted fighters and the tactic library's training half (``agents.tactics.TRAINING``, each tactic drawing its parameters
 per episode from its training ranges) as anchors; PFSP weights ``(1 − p_win)^0.5``; and no
 snapshot after two thirds of the updates, so the final policy has the last third of the run to
 outgrow its newest past self.
@@ -68,8 +68,8 @@ outgrow its newest past self.
 - ``traced``: ``taught`` with memory by a trace (``sim.obs_trace_s=20``, an exponential moving
   average of the observations over about 20 s) and a quarter of the opponents past selves
   instead of half (``league.self_play=0.25``): over seeds 0 and 3–6 its lowest held-out win
-  rate was 0.855, 0.573, 0.723, 0.715 and 0.600; ``crank`` 92.9–99.1 %, ``random`` 91.6–99.9 %, ``exploit_win`` 0.040–0.892
-  (bench/RESULTS.md, "A quarter of the opponents past selves instead of half", "A quarter past
+  rate was 0.855, 0.573, 0.723, 0.715 and 0.600; ``crank`` 92.9–99.1 %, ``random``
+  91.6–99.9 %, ``exploit_win`` 0.040–0.892 (bench/RESULTS.md, "A quarter of the opponents past selves instead of half", "A quarter past
   selves on seeds 3 and 0" and "A quarter past selves on seed 5").
 - ``anchored``: ``taught`` with the trace and no past selves among the opponents
   (``league.self_play=0``: every opponent an anchor; the pool's snapshots are still taken and
@@ -124,8 +124,9 @@ TAUGHT_RECIPE = (*_SHARED, "ppo.gamma=0.998",
                  f"league.anchors=[{_ANCHORS},'tactic:bluff?train','tactic:extend?train']",
                  "actors.reward=shaped+0.5*hunt+-0.75*draw+0.5*edge",
                  "ppo.teacher=ace", "ppo.teacher_coef=1", "ppo.teacher_until=0.5")
-TRACED_RECIPE = (*TAUGHT_RECIPE, "sim.obs_trace_s=20", "league.self_play=0.25")
-ANCHORED_RECIPE = (*TAUGHT_RECIPE, "sim.obs_trace_s=20", "league.self_play=0")
+_WITH_TRACE = (*TAUGHT_RECIPE, "sim.obs_trace_s=20")
+TRACED_RECIPE = (*_WITH_TRACE, "league.self_play=0.25")
+ANCHORED_RECIPE = (*_WITH_TRACE, "league.self_play=0")
 RECIPES = {"ace": ACE_RECIPE, "taught": TAUGHT_RECIPE, "traced": TRACED_RECIPE, "anchored": ANCHORED_RECIPE}
 """The bench's recipes by name (``--recipe``): ``ace``, the default, which trained the champion
 ``ace``; ``taught``, the best measured before memory; ``traced``, ``taught`` with the trace and a
