@@ -46,8 +46,9 @@ The run is the launcher's default league with one of four recipes (``--recipe``,
 league bench with the sim's recipe", "A longer horizon", "The pool frozen for the last third of
 the run", "The tactic library as the league's anchors", "PFSP power 1 with the tactic anchors"):
 a 128×128 network; half the groups against past selves (``traced`` and ``anchored`` change the
-share); the five scripted fighters and the tactic library's training half (``agents.tactics.TRAINING``, each tactic drawing its parameters
-per episode from its training ranges) as anchors; PFSP weights ``(1 − p_win)^0.5``; and no
+share); the five scripted fighters and the tactic library's training half
+(``agents.tactics.TRAINING``, each tactic drawing its parameters per episode from its training
+ranges) as anchors; PFSP weights ``(1 − p_win)^0.5``; and no
 snapshot after two thirds of the updates, so the final policy has the last third of the run to
 outgrow its newest past self.
 
