@@ -70,8 +70,9 @@ outgrow its newest past self.
   average of the observations over about 20 s) and a quarter of the opponents past selves
   instead of half (``league.self_play=0.25``): over seeds 0 and 3–6 its lowest held-out win
   rate was 0.855, 0.573, 0.723, 0.715 and 0.600; ``crank`` 92.9–99.1 %, ``random``
-  91.6–99.9 %, ``exploit_win`` 0.040–0.892 (bench/RESULTS.md, "A quarter of the opponents past selves instead of half", "A quarter past
-  selves on seeds 3 and 0" and "A quarter past selves on seed 5").
+  91.6–99.9 %, ``exploit_win`` 0.040–0.892 (bench/RESULTS.md, "A quarter of the opponents past
+  selves instead of half", "A quarter past selves on seeds 3 and 0" and "A quarter past selves
+  on seed 5").
 - ``anchored``: ``taught`` with the trace and no past selves among the opponents
   (``league.self_play=0``: every opponent an anchor; the pool's snapshots are still taken and
   judged in the round robin). Over the same five seeds its lowest held-out win rate was 0.785,
