@@ -7,7 +7,11 @@ range between the fighters at the decision before it, which side fired first in 
 and each fight's winner and end (a kill, out of the arena, the time limit, ...). A launch made
 within ``REPLY_S`` seconds after one of the enemy's (in an earlier decision) is a *reply*: a
 fighter that answers every shot with one of its own empties its rack against an enemy that
-fires from afar.
+fires from afar. Each launch is also set against the shooter's no-escape reach at that decision
+(the reach against the target turning away at once, :func:`sim.reach.spacetime.reach_observation`):
+a launch from outside it can be outrun, and the fights a fighter draws are often the ones whose
+every shot was fired from outside (bench/RESULTS.md, "Where the draws come from: shots from
+outside the no-escape reach"). Those counts are given per outcome of the fight.
 
     python bench/shots.py --agent RUN/exploiters/final/exploiter0 --opponents RUN/checkpoints/latest.pt
     python bench/shots.py --agent ace --opponents 'tactic:bluff?train,crank' --starts 200
@@ -15,9 +19,11 @@ fires from afar.
 
 The last line is ``RESULT episodes=... won=... lost=... won_out_of_arena=...
 lost_out_of_arena=... agent_first=... agent_launches=... opponent_launches=...
-agent_range_km_median=... opponent_range_km_median=... agent_replies=...`` summed over the
-opponents (launches: per fight; ``agent_first``: fights in which the agent fired first;
-``agent_replies``: the fraction of the agent's launches that were replies).
+agent_range_km_median=... opponent_range_km_median=... agent_replies=... agent_outside_nez=...
+agent_outside_nez_drawn=...`` summed over the opponents (launches: per fight; ``agent_first``:
+fights in which the agent fired first; ``agent_replies``: the fraction of the agent's launches
+that were replies; ``agent_outside_nez``: the fraction of the agent's launches fired from outside
+its no-escape reach, ``_drawn`` the same over the drawn fights only).
 """
 
 from __future__ import annotations
@@ -34,11 +40,17 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.fights import parse_fight_args, play_both_sides
+from pipeline.evaluation.entrants import trained_sim_config
 from sim import SimConfig, SimState
 from sim.kernels import END_REASONS, DecisionAccumulators
+from sim.layout import RANGE_SCALE_M
+from sim.reach.missile import cached_tables
+from sim.reach.spacetime import reach_observation
 
 REPLY_S = 10.0
 """A launch this soon after one of the enemy's is counted as a reply to it."""
+OUTCOMES = ("won", "drawn", "lost")
+"""The agent's outcomes, in the order :attr:`ShotLog.outside_nez` counts them."""
 
 
 @dataclass
@@ -54,6 +66,11 @@ class ShotLog:
     launches: list[int] = field(default_factory=lambda: [0, 0])
     range_km: list[list[float]] = field(default_factory=lambda: [[], []])
     replies: list[int] = field(default_factory=lambda: [0, 0])
+    outside_nez: list[list[int]] = field(default_factory=lambda: [[0, 0, 0], [0, 0, 0]])
+    """Per side, per outcome of the fight (:data:`OUTCOMES`): launches from outside the no-escape
+    reach."""
+    by_outcome: list[list[int]] = field(default_factory=lambda: [[0, 0, 0], [0, 0, 0]])
+    """Per side, per outcome of the fight: all launches."""
 
     def add(self, other: ShotLog) -> None:
         self.episodes += other.episodes
@@ -64,30 +81,51 @@ class ShotLog:
             self.launches[k] += other.launches[k]
             self.replies[k] += other.replies[k]
             self.range_km[k].extend(other.range_km[k])
+            for j in range(len(OUTCOMES)):
+                self.outside_nez[k][j] += other.outside_nez[k][j]
+                self.by_outcome[k][j] += other.by_outcome[k][j]
 
 
 class ShotWatcher:
     """A :class:`sim.batched.SimObserver` that logs each launch of each environment's first
     episode with the range at the decision before it, which side fired first, and which
     launches were replies (:data:`REPLY_S`; the time read from the physics step count, with
-    ``dt_s`` the sim's physics step)."""
+    ``dt_s`` the sim's physics step). Per environment it keeps each side's launches and how many
+    of them left from outside the shooter's no-escape reach, for :meth:`settle` to count by the
+    fight's outcome."""
 
-    def __init__(self, log: ShotLog, agent_side: int, dt_s: float = SimConfig.dt_s):
+    def __init__(self, log: ShotLog, agent_side: int, dt_s: float | None = None, config: SimConfig | None = None):
+        config = config if config is not None else SimConfig()
         self.log, self.side = log, agent_side
+        self.tables = cached_tables(config, "cpu", "float32")
+        dt_s = dt_s if dt_s is not None else config.dt_s
         self.finished: torch.Tensor | None = None
         self.fired = torch.zeros(0, dtype=torch.bool)
         self.reply_steps = REPLY_S / dt_s
         self.last_launch = torch.zeros(2, 0, dtype=torch.int64)  # physics step of each side's last launch
+        self.shots = torch.zeros(2, 0, dtype=torch.int64)  # per side and environment: launches
+        self.outside = torch.zeros(2, 0, dtype=torch.int64)  # ... of them from outside the no-escape reach
 
     def _keep(self, state: SimState) -> None:
         self.ammo = state.f_ammo.clone()
-        self.range_km = torch.hypot(state.f_px[0] - state.f_px[1], state.f_py[0] - state.f_py[1]) / 1000.0
+        rx, ry = state.f_px[1] - state.f_px[0], state.f_py[1] - state.f_py[0]
+        self.range_km = torch.hypot(rx, ry) / 1000.0
+        nez = []
+        for s, sign in ((0, 1.0), (1, -1.0)):  # each side's no-escape reach against the other
+            e = 1 - s
+            _, escape, _, _ = reach_observation(self.tables, (sign * rx).float(), (sign * ry).float(),
+                                                state.f_vx[s].float(), state.f_vy[s].float(),
+                                                state.f_vx[e].float(), state.f_vy[e].float())
+            nez.append(escape.to(self.range_km.dtype) * (RANGE_SCALE_M / 1000.0))
+        self.nez_km = torch.stack(nez)
 
     def episodes_started(self, state: SimState, mask: torch.Tensor) -> None:
         if self.finished is None:  # the reset before the first decision
             self.finished = torch.zeros_like(mask)
             self.fired = torch.zeros_like(mask)
             self.last_launch = torch.full((2, mask.numel()), -(2**62), dtype=torch.int64)
+            self.shots = torch.zeros(2, mask.numel(), dtype=torch.int64)
+            self.outside = torch.zeros(2, mask.numel(), dtype=torch.int64)
             self._keep(state)
 
     def decision_end(self, state: SimState, acc: DecisionAccumulators) -> None:
@@ -99,6 +137,8 @@ class ShotWatcher:
             who = 0 if sim_side == self.side else 1
             count = counts[sim_side]
             self.log.launches[who] += int(count.sum())
+            self.shots[who] += count.to(torch.int64)
+            self.outside[who] += (count * (self.range_km > self.nez_km[sim_side])).to(torch.int64)
             # Against the enemy's launches of earlier decisions only: one made in this decision
             # could not have been seen.
             replying = (now - self.last_launch[1 - sim_side]) <= self.reply_steps
@@ -114,17 +154,41 @@ class ShotWatcher:
         self.finished |= acc.done
         self._keep(state)
 
+    def settle(self, winner: torch.Tensor) -> None:
+        """Count the launches (and those from outside the no-escape reach) by the outcome of each
+        environment's fight, ``winner`` its winning side (2 a draw)."""
+        outcome = torch.where(winner == self.side, 0, torch.where(winner == 1 - self.side, 2, 1))
+        for who in (0, 1):
+            for j in range(len(OUTCOMES)):
+                mask = outcome == j
+                self.log.by_outcome[who][j] += int(self.shots[who][mask].sum())
+                self.log.outside_nez[who][j] += int(self.outside[who][mask].sum())
+
 
 def play(agent: str, opponent: str, starts: int, seed: int) -> ShotLog:
     """``starts`` random starts, each played with the agent as red and as blue."""
     log = ShotLog()
-    for agent_side, winner, reason in play_both_sides(agent, opponent, starts, seed,
-                                                      lambda side: ShotWatcher(log, side)):
+    watchers: list[ShotWatcher] = []
+
+    def watcher(side: int) -> ShotWatcher:
+        watchers.append(ShotWatcher(log, side, config=trained_sim_config([agent, opponent])))
+        return watchers[-1]
+
+    for agent_side, winner, reason in play_both_sides(agent, opponent, starts, seed, watcher):
+        watchers[-1].settle(winner)
         for w, r in zip(winner.tolist(), reason.tolist(), strict=True):
             end = END_REASONS[r]
             (log.won if w == agent_side else log.lost if w == 1 - agent_side else log.drawn)[end] += 1
         log.episodes += starts
     return log
+
+
+def outside_share(log: ShotLog, who: int, outcome: str | None = None) -> float:
+    """The fraction of a side's launches (``who`` 0 the agent) fired from outside its no-escape
+    reach, over every fight or those with one outcome (:data:`OUTCOMES`); nan without launches."""
+    js = range(len(OUTCOMES)) if outcome is None else [OUTCOMES.index(outcome)]
+    shots = sum(log.by_outcome[who][j] for j in js)
+    return sum(log.outside_nez[who][j] for j in js) / shots if shots else float("nan")
 
 
 def median(values: list[float]) -> float:
@@ -148,6 +212,10 @@ def report(opponent: str, log: ShotLog) -> str:
         if r:
             lines.append(f"  {who}'s launch range: p10 {r[len(r) // 10]:.1f} km, median {median(r):.1f} km, "
                          f"p90 {r[(9 * len(r)) // 10]:.1f} km")
+            shares = ", ".join(f"{name} {outside_share(log, k, name):.2f} of {log.by_outcome[k][j]}"
+                               for j, name in enumerate(OUTCOMES) if log.by_outcome[k][j])
+            lines.append(f"  {who}'s launches from outside its no-escape reach: "
+                         f"{outside_share(log, k):.2f} (by the fight's outcome: {shares})")
     return "\n".join(lines)
 
 
@@ -168,6 +236,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         "agent_range_km_median": round(median(total.range_km[0]), 1),
         "opponent_range_km_median": round(median(total.range_km[1]), 1),
         "agent_replies": round(total.replies[0] / max(total.launches[0], 1), 3),
+        "agent_outside_nez": round(outside_share(total, 0), 3),
+        "agent_outside_nez_drawn": round(outside_share(total, 0, "drawn"), 3),
     }
     print(f"{time.perf_counter() - t0:.1f} s")
     print("RESULT " + " ".join(f"{k}={v}" for k, v in result.items()))

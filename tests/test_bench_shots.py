@@ -67,3 +67,39 @@ def test_a_launch_soon_after_the_enemys_is_a_reply_and_one_in_the_same_decision_
     # Fired first: the enemy in the first two fights, the agent in the last (no enemy launch)
     # and in the third (the same decision counts for the agent's side).
     assert log.first == [2, 2]
+
+
+def test_launches_are_counted_against_the_no_escape_reach_by_the_fights_outcome():
+    # Two fights driven by hand: in the first the fighters fly head-on 10 km apart (inside any
+    # no-escape reach), in the second 190 km apart (outside any); each side fires once in each.
+    # The first fight is then the agent's win, the second a draw.
+    from types import SimpleNamespace
+
+    from sim import BatchedSim, SimConfig
+
+    shots = load_bench("shots")
+    log = shots.ShotLog()
+    watcher = shots.ShotWatcher(log, agent_side=1)
+    state = BatchedSim(2, SimConfig(), device="cpu", seed=0).state
+    for side, sign in ((0, -1.0), (1, 1.0)):
+        state.f_px[side] = torch.tensor([5_000.0, 95_000.0]) * sign
+        state.f_py[side] = 0.0
+        state.f_vx[side] = -sign * 300.0
+        state.f_vy[side] = 0.0
+    watcher.episodes_started(state, torch.ones(2, dtype=torch.bool))
+    state.f_ammo -= 1
+    watcher.decision_end(state, SimpleNamespace(done=torch.ones(2, dtype=torch.bool)))
+    watcher.settle(torch.tensor([1, 2]))
+    assert log.by_outcome == [[1, 1, 0], [1, 1, 0]]
+    assert log.outside_nez == [[0, 1, 0], [0, 1, 0]]
+    assert shots.outside_share(log, 0) == 0.5 and shots.outside_share(log, 0, "drawn") == 1.0
+    assert shots.outside_share(log, 1, "won") == 0.0
+    assert shots.outside_share(log, 0, "lost") != shots.outside_share(log, 0, "lost")  # nan: no launch
+
+
+def test_a_result_line_carries_the_share_of_launches_from_outside_the_no_escape_reach(capsys):
+    shots = load_bench("shots")
+    result = shots.main(["--agent", "shooter", "--opponents", "pursuit", "--starts", "8", "--seed", "2"])
+    out = capsys.readouterr().out
+    assert "launches from outside its no-escape reach" in out
+    assert 0.0 <= result["agent_outside_nez"] <= 1.0
