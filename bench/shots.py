@@ -169,9 +169,10 @@ def play(agent: str, opponent: str, starts: int, seed: int) -> ShotLog:
     """``starts`` random starts, each played with the agent as red and as blue."""
     log = ShotLog()
     watchers: list[ShotWatcher] = []
+    config = trained_sim_config([agent, opponent])  # the sim the fights run in: its missile tables
 
     def watcher(side: int) -> ShotWatcher:
-        watchers.append(ShotWatcher(log, side, config=trained_sim_config([agent, opponent])))
+        watchers.append(ShotWatcher(log, side, config=config))
         return watchers[-1]
 
     for agent_side, winner, reason in play_both_sides(agent, opponent, starts, seed, watcher):
