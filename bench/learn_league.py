@@ -81,7 +81,8 @@ outgrow its newest past self.
   "No past selves among the opponents" to "No past selves on seed 5, five seeds"). No recipe
   meets the held-out target (≥ 0.90 against every held-out tactic) on its worst seed.
 
-``--set`` overrides any of them (``--set ppo.teacher_coef=0`` trains without the teacher).
+``--set`` overrides any of them (``--set ppo.teacher= --set ppo.teacher_coef=0`` trains a taught
+recipe without its teacher; ``ppo.teacher_coef=0`` alone is refused, the teacher still named).
 
     python bench/learn_league.py                 # the full bench
     python bench/learn_league.py --quick         # a few minutes: the mechanics, not the targets

@@ -160,3 +160,23 @@ def test_the_named_recipes_are_the_ace_recipe_with_the_measured_changes(monkeypa
     anchored = config(bench.RECIPES["anchored"])
     assert anchored == config([*bench.RECIPES["taught"], "sim.obs_trace_s=20", "league.self_play=0"])
     assert anchored.league.self_play == 0 and anchored.sim.obs_trace_s == 20 and anchored != traced
+
+
+def test_a_taught_recipe_runs_without_its_teacher_as_the_bench_documents(monkeypatch):
+    # learn_league's docstring: ``--set ppo.teacher= --set ppo.teacher_coef=0`` drops the teacher
+    # of a taught recipe; the weight alone is refused at the boundary with the reason.
+    from pipeline.config import resolve
+    from pipeline.config.flags import parse_config
+    from tests.bench_scripts import load_bench
+
+    monkeypatch.syspath_prepend(str(REPO / "bench"))
+    bench = load_bench("learn_league")
+    assert "--set ppo.teacher= --set ppo.teacher_coef=0" in bench.__doc__
+
+    def config(settings):
+        return resolve(parse_config(["--opponent", "league", *(a for kv in settings for a in ("--set", kv))]))
+
+    untaught = config([*bench.RECIPES["anchored"], "ppo.teacher=", "ppo.teacher_coef=0"])
+    assert untaught.ppo.teacher == "" and untaught.ppo.teacher_coef == 0
+    with pytest.raises(Exception, match="teacher 'ace' is named but teacher_coef is 0"):
+        config([*bench.RECIPES["anchored"], "ppo.teacher_coef=0"])
