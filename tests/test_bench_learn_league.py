@@ -23,6 +23,22 @@ def read_anchors(run: Path) -> list[str]:
     return list(load_toml(run / "config.toml")["league"]["anchors"])
 
 
+def league_config(settings):
+    """The launcher's resolved config for ``--opponent league`` with ``--set`` for each setting."""
+    from pipeline.config import resolve
+    from pipeline.config.flags import parse_config
+
+    return resolve(parse_config(["--opponent", "league", *(a for kv in settings for a in ("--set", kv))]))
+
+
+def league_bench(monkeypatch):
+    """bench/learn_league.py as a module, with its sibling scripts importable as when it runs."""
+    from tests.bench_scripts import load_bench
+
+    monkeypatch.syspath_prepend(str(REPO / "bench"))
+    return load_bench("learn_league")
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(3600)  # the bench, then the same run judged again: 5 minutes beside a busy job
 def test_the_league_bench_runs_end_to_end(tmp_path):
@@ -132,51 +148,35 @@ def test_main_exploiters_trained_between_stages_join_the_anchors(tmp_path):
 def test_the_named_recipes_are_the_ace_recipe_with_the_measured_changes(monkeypatch):
     # bench/RESULTS.md's "-0.75*draw" runs were ``--recipe ace`` (then the only one) with these
     # --set changes; ``--recipe taught`` must resolve to the same launcher config.
-    from pipeline.config import resolve
-    from pipeline.config.flags import parse_config
-    from tests.bench_scripts import load_bench
-
-    monkeypatch.syspath_prepend(str(REPO / "bench"))  # its sibling scripts, as when it runs
-    bench = load_bench("learn_league")
+    bench = league_bench(monkeypatch)
     measured = ["ppo.teacher=ace", "ppo.teacher_coef=1", "ppo.teacher_until=0.5",
                 "actors.reward=shaped+0.5*hunt+-0.75*draw+0.5*edge", "ppo.gamma=0.998",
                 "league.anchors=['crank','shooter','random','pursuit','straight','tactic:pump?train',"
                 "'tactic:drag?train','tactic:late?train','tactic:early?train','tactic:energy?train',"
                 "'tactic:ladder?train','tactic:bluff?train','tactic:extend?train']"]
 
-    def config(settings):
-        return resolve(parse_config(["--opponent", "league", *(a for kv in settings for a in ("--set", kv))]))
-
-    taught, ace = config(bench.RECIPES["taught"]), config(bench.RECIPES["ace"])
-    assert taught == config([*bench.RECIPES["ace"], *measured])
+    taught, ace = league_config(bench.RECIPES["taught"]), league_config(bench.RECIPES["ace"])
+    assert taught == league_config([*bench.RECIPES["ace"], *measured])
     assert taught != ace and ace.ppo.teacher_coef == 0 and taught.ppo.teacher == "ace"
     assert sorted(bench.RECIPES) == ["ace", "anchored", "taught", "traced"]
     # bench/RESULTS.md's trace runs with a quarter of past selves were ``--recipe taught`` with
     # these two --set changes.
-    traced = config(bench.RECIPES["traced"])
-    assert traced == config([*bench.RECIPES["taught"], "sim.obs_trace_s=20", "league.self_play=0.25"])
+    traced = league_config(bench.RECIPES["traced"])
+    assert traced == league_config([*bench.RECIPES["taught"], "sim.obs_trace_s=20", "league.self_play=0.25"])
     assert traced.sim.obs_trace_s == 20 and traced.league.self_play == 0.25 and traced.ppo.teacher == "ace"
     # ... and those with no past selves among the opponents, the trace with league.self_play=0.
-    anchored = config(bench.RECIPES["anchored"])
-    assert anchored == config([*bench.RECIPES["taught"], "sim.obs_trace_s=20", "league.self_play=0"])
+    anchored = league_config(bench.RECIPES["anchored"])
+    assert anchored == league_config([*bench.RECIPES["taught"], "sim.obs_trace_s=20", "league.self_play=0"])
     assert anchored.league.self_play == 0 and anchored.sim.obs_trace_s == 20 and anchored != traced
 
 
 def test_a_taught_recipe_runs_without_its_teacher_as_the_bench_documents(monkeypatch):
     # learn_league's docstring: ``--set ppo.teacher= --set ppo.teacher_coef=0`` drops the teacher
     # of a taught recipe; the weight alone is refused at the boundary with the reason.
-    from pipeline.config import resolve
-    from pipeline.config.flags import parse_config
-    from tests.bench_scripts import load_bench
-
-    monkeypatch.syspath_prepend(str(REPO / "bench"))
-    bench = load_bench("learn_league")
+    bench = league_bench(monkeypatch)
     assert "--set ppo.teacher= --set ppo.teacher_coef=0" in bench.__doc__
 
-    def config(settings):
-        return resolve(parse_config(["--opponent", "league", *(a for kv in settings for a in ("--set", kv))]))
-
-    untaught = config([*bench.RECIPES["anchored"], "ppo.teacher=", "ppo.teacher_coef=0"])
+    untaught = league_config([*bench.RECIPES["anchored"], "ppo.teacher=", "ppo.teacher_coef=0"])
     assert untaught.ppo.teacher == "" and untaught.ppo.teacher_coef == 0
     with pytest.raises(Exception, match="teacher 'ace' is named but teacher_coef is 0"):
-        config([*bench.RECIPES["anchored"], "ppo.teacher_coef=0"])
+        league_config([*bench.RECIPES["anchored"], "ppo.teacher_coef=0"])
