@@ -298,17 +298,37 @@ class ActorCritic(nn.Module):
         return log_prob, entropy, value
 
     def evaluate_with_teacher(self, obs: Tensor, actions: Tensor, teacher_actions: Tensor,
-                              entropy_weights: tuple[float, ...] = ()) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+                              entropy_weights: tuple[float, ...] = (),
+                              teacher_weights: tuple[float, ...] = ()) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """:meth:`evaluate` and, from the same forward pass, the log-probability ``[B]`` of a
-        teacher's ``teacher_actions [B, A]`` at ``obs`` (differentiable)."""
+        teacher's ``teacher_actions [B, A]`` at ``obs`` (differentiable): the sum over the
+        action components, each weighted by ``teacher_weights`` where given (one per
+        component; a 0 leaves that component to the returns alone)."""
         if teacher_actions.shape != actions.shape:
             raise ValueError(f"teacher_actions must have the shape of actions {tuple(actions.shape)}, "
                              f"got {tuple(teacher_actions.shape)}")
+        if teacher_weights and len(teacher_weights) != self.action_spec.dim:
+            raise ValueError(f"teacher_weights needs {self.action_spec.dim} values (one per action "
+                             f"component), got {len(teacher_weights)}")
         self._check_actions(obs, actions)
         head, value = self.forward(obs)
         log_prob, entropy = self._log_prob_entropy(head, actions, entropy_weights)
-        teacher_log_prob, _ = self._log_prob_entropy(head, teacher_actions, (0.0,) * self.action_spec.dim)
+        if teacher_weights:
+            teacher_log_prob = (self._component_log_probs(head, teacher_actions)
+                                * head.new_tensor(teacher_weights)).sum(-1)
+        else:
+            teacher_log_prob, _ = self._log_prob_entropy(head, teacher_actions, (0.0,) * self.action_spec.dim)
         return log_prob, entropy, value, teacher_log_prob
+
+    def _component_log_probs(self, head: Tensor, actions: Tensor) -> Tensor:
+        """The log-probability of each action component on its own ``[B, A]`` (their sum is
+        :meth:`_log_prob_entropy`'s)."""
+        if self.log_std is None:
+            return torch.stack([torch.log_softmax(logits, dim=-1).gather(-1, actions[:, i:i + 1]).squeeze(-1)
+                                for i, logits in enumerate(torch.split(head, self._splits, dim=-1))], dim=-1)
+        log_std = self.log_std.float()
+        z = (actions.to(head.dtype) - head) * torch.exp(-log_std)
+        return -0.5 * z * z - log_std - _LOG_SQRT_2PI
 
     @torch.no_grad()
     def get_value(self, obs: Tensor) -> Tensor:

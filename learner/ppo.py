@@ -115,9 +115,11 @@ class PPOLearner:
                                  mirror if config.mirror else None)
             if config.policy_bias:
                 policy.set_policy_bias(config.policy_bias)
-        if config.entropy_weights and len(config.entropy_weights) != action_spec.dim:
-            raise ValueError(f"entropy_weights needs {action_spec.dim} values (one per action component), "
-                             f"got {len(config.entropy_weights)}")
+        for name in ("entropy_weights", "teacher_weights"):
+            weights = getattr(config, name)
+            if weights and len(weights) != action_spec.dim:
+                raise ValueError(f"{name} needs {action_spec.dim} values (one per action component), "
+                                 f"got {len(weights)}")
         self.policy = policy.to(self.device)
         broadcast_module(self.policy)
         self._params = [p for p in self.policy.parameters() if p.requires_grad]
@@ -190,7 +192,7 @@ class PPOLearner:
         with self._autocast():
             if teacher_actions is not None:
                 new_log_probs, entropy, new_values, teacher_log_probs = self.policy.evaluate_with_teacher(
-                    obs, actions, teacher_actions, cfg.entropy_weights)
+                    obs, actions, teacher_actions, cfg.entropy_weights, cfg.teacher_weights)
                 teacher_nll = -teacher_log_probs.float().mean()
             elif cfg.entropy_weights:
                 new_log_probs, entropy, new_values = self.policy.evaluate(obs, actions, cfg.entropy_weights)

@@ -95,6 +95,12 @@ class PPOConfig:
     """Fraction of ``total_updates`` after which the teacher's weight is 0 and the teacher is no
     longer asked: from then on the policy learns from the returns alone and may leave the
     teacher's habits behind."""
+    teacher_weights: tuple[float, ...] = ()
+    """Each action component's share of the teacher's term, one per component; empty: 1 for
+    every one. ``[1, 1, 0]`` for the sim teaches the teacher's flying (rudder, throttle) and
+    leaves when to fire to the returns alone, so a teacher's shooting habits (``ace`` fires
+    most of its missiles from outside the reach a turning enemy cannot escape) are not
+    copied with its flying."""
     update_obs_norm: bool = True
     """Update the observation statistics from each batch at the start of :meth:`update`."""
     bf16: bool = False
@@ -120,7 +126,7 @@ class PPOConfig:
     episode, instead of at once in half of all steps."""
 
     def __post_init__(self) -> None:
-        for name in ("hidden_sizes", "policy_bias", "entropy_weights"):
+        for name in ("hidden_sizes", "policy_bias", "entropy_weights", "teacher_weights"):
             value = getattr(self, name)
             if not isinstance(value, (tuple, list)):
                 raise ValueError(f"{name} must be a list of numbers, got {value!r}")
@@ -130,17 +136,25 @@ class PPOConfig:
         if len(self.policy_bias) > MAX_POLICY_BIAS:
             raise ValueError(f"policy_bias must hold at most {MAX_POLICY_BIAS} numbers (one per "
                              f"output of the policy head), got {len(self.policy_bias)}")
-        if len(self.entropy_weights) > MAX_POLICY_BIAS:
-            raise ValueError(f"entropy_weights must hold at most {MAX_POLICY_BIAS} numbers (one per "
-                             f"action component), got {len(self.entropy_weights)}")
+        for name in ("entropy_weights", "teacher_weights"):
+            if len(getattr(self, name)) > MAX_POLICY_BIAS:
+                raise ValueError(f"{name} must hold at most {MAX_POLICY_BIAS} numbers (one per "
+                                 f"action component), got {len(getattr(self, name))}")
         check_bounds(self, PPO_BOUNDS)
         object.__setattr__(self, "hidden_sizes", tuple(self.hidden_sizes))
         object.__setattr__(self, "policy_bias", tuple(float(b) for b in self.policy_bias))
         object.__setattr__(self, "entropy_weights", tuple(float(w) for w in self.entropy_weights))
+        object.__setattr__(self, "teacher_weights", tuple(float(w) for w in self.teacher_weights))
+        if self.teacher_weights and not any(self.teacher_weights):
+            raise ValueError(f"teacher_weights are all 0: the teacher would teach nothing "
+                             f"(got {list(self.teacher_weights)}; [] means 1 for each component)")
         if not isinstance(self.teacher, str):
             raise ValueError(f"teacher must be an agent spec string, got {self.teacher!r}")
         if self.teacher_coef > 0 and not self.teacher.strip():
             raise ValueError(f"teacher_coef is {self.teacher_coef} but no teacher is named (teacher = \"\")")
+        if self.teacher_weights and not self.teacher.strip():
+            raise ValueError(f"teacher_weights {list(self.teacher_weights)} are given but no teacher is named "
+                             "(teacher = \"\")")
         if self.teacher.strip() and self.teacher_coef == 0:
             raise ValueError(f"teacher {self.teacher!r} is named but teacher_coef is 0 (it would never be asked)")
         if self.activation not in ("tanh", "relu"):
@@ -183,6 +197,7 @@ PPO_BOUNDS: dict[str, Bounds] = {
     "value_clip_coef": positive(1e6),
     "entropy_coef": Bounds(0.0, 1000.0),
     "entropy_weights": Bounds(0.0, 1000.0),
+    "teacher_weights": Bounds(0.0, 1000.0),
     "value_coef": Bounds(0.0, 1000.0),
     "max_grad_norm": positive(1e6),
     "reward_scale": positive(1e6),

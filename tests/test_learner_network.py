@@ -74,6 +74,32 @@ def test_policy_bias_is_the_fresh_policys_prior():
         net.set_policy_bias([0.0, -4.0])
 
 
+def test_teacher_weights_scale_each_components_share_of_the_teachers_log_probability():
+    spec = ActionSpec("multi_discrete", nvec=(3, 3, 2))
+    net = ActorCritic(5, spec, hidden_sizes=(16,))
+    obs = torch.randn(64, 5)
+    actions, teacher = (torch.stack([torch.randint(0, n, (64,)) for n in (3, 3, 2)], dim=1) for _ in range(2))
+    heads = torch.split(net(obs)[0], [3, 3, 2], dim=-1)
+    per_head = [torch.log_softmax(h, -1).gather(-1, teacher[:, i:i + 1]).squeeze(-1) for i, h in enumerate(heads)]
+    log_prob, entropy, value, whole = net.evaluate_with_teacher(obs, actions, teacher)
+    torch.testing.assert_close(whole, sum(per_head))
+    *same, weighted = net.evaluate_with_teacher(obs, actions, teacher, teacher_weights=(1.0, 0.5, 0.0))
+    torch.testing.assert_close(weighted, per_head[0] + 0.5 * per_head[1])  # the fire head left out
+    for a, b in zip(same, (log_prob, entropy, value), strict=True):
+        torch.testing.assert_close(a, b)  # only the teacher's term changes
+    fire_logits = net.actor[-1].bias
+    weighted.sum().backward()
+    assert fire_logits.grad is not None and torch.all(fire_logits.grad[-2:] == 0) and fire_logits.grad[:6].abs().sum() > 0
+    with pytest.raises(ValueError, match="teacher_weights needs 3 values"):
+        net.evaluate_with_teacher(obs, actions, teacher, teacher_weights=(1.0, 0.0))
+    box = ActorCritic(5, ActionSpec("continuous", low=(-1.0, -1.0), high=(1.0, 1.0)), hidden_sizes=(8,))
+    target = torch.randn(64, 2)
+    *_, full = box.evaluate_with_teacher(obs, target, target)
+    *_, first = box.evaluate_with_teacher(obs, target, target, teacher_weights=(1.0, 0.0))
+    *_, second = box.evaluate_with_teacher(obs, target, target, teacher_weights=(0.0, 1.0))
+    torch.testing.assert_close(first + second, full)
+
+
 def test_entropy_weights_scale_each_heads_share_of_the_entropy():
     spec = ActionSpec("multi_discrete", nvec=(3, 3, 2))
     net = ActorCritic(5, spec, hidden_sizes=(16,))

@@ -69,6 +69,49 @@ def test_without_a_teacher_the_same_updates_do_not_learn_the_rule():
     assert agreement(learner) < 0.3
 
 
+def fire_gap(learner: PPOLearner, seed: int = 99) -> float:
+    """How much more likely the policy fires where the teacher's rule fires than where it does
+    not, on fresh observations."""
+    obs = torch.randn(4096, 12, generator=torch.Generator().manual_seed(seed)) * 2.0 + 1.0
+    with torch.no_grad():
+        p_fire = torch.softmax(learner.policy(obs)[0][:, -2:], dim=-1)[:, 1]
+    rule_fires = teacher_rule(obs)[:, 2].bool()
+    return (p_fire[rule_fires].mean() - p_fire[~rule_fires].mean()).item()
+
+
+def flying_agreement(learner: PPOLearner, seed: int = 99) -> float:
+    """:func:`agreement` on rudder and throttle alone."""
+    obs = torch.randn(4096, 12, generator=torch.Generator().manual_seed(seed)) * 2.0 + 1.0
+    actions, _, _ = learner.policy.act(obs, deterministic=True)
+    return (actions[:, :2] == teacher_rule(obs)[:, :2]).all(-1).float().mean().item()
+
+
+def test_teacher_weights_teach_the_flying_and_leave_the_fire_decision_to_the_returns():
+    whole, flying = learner_with(), learner_with(teacher_weights=(1.0, 1.0, 0.0))
+    assert abs(fire_gap(whole)) < 0.05 and abs(fire_gap(flying)) < 0.05
+    for i in range(20):
+        whole.update(random_batch(whole, seed=i, version=whole.policy_version))
+        flying.update(random_batch(flying, seed=i, version=flying.policy_version))
+    # Both learn the teacher's rudder and throttle; only the whole teacher teaches its trigger.
+    assert flying_agreement(whole) > 0.6 and flying_agreement(flying) > 0.6
+    assert fire_gap(whole) > 0.5, fire_gap(whole)
+    assert abs(fire_gap(flying)) < 0.1, fire_gap(flying)
+
+
+def test_the_teacher_weights_are_checked():
+    with pytest.raises(ValueError, match="teacher would teach nothing"):
+        PPOConfig(teacher="crank", teacher_coef=1.0, teacher_weights=(0.0, 0.0, 0.0))
+    with pytest.raises(ValueError, match=r"teacher_weights \[1.0, 1.0, 0.0\] are given but no teacher"):
+        PPOConfig(teacher_weights=(1.0, 1.0, 0.0))
+    with pytest.raises(ValueError, match=r"teacher_weights\[2\] must be in \[0, 1000\]"):
+        PPOConfig(teacher="crank", teacher_coef=1.0, teacher_weights=(1.0, 1.0, -1.0))
+    with pytest.raises(ValueError, match="teacher_weights needs 3 values"):
+        learner_with(teacher_weights=(1.0, 0.0))
+    with pytest.raises(ConfigError, match=r"ppo\.teacher_weights has 2 values but the sim's discrete actions have 3"):
+        sim_config(teacher="crank", teacher_weights=[1.0, 0.0])
+    assert sim_config(teacher="crank", teacher_weights=[1, 1, 0]).ppo.teacher_weights == (1.0, 1.0, 0.0)
+
+
 @pytest.mark.slow
 def test_the_compiled_loss_learns_the_teacher_as_the_eager_one_does():
     eager, compiled = learner_with(), learner_with(compile=True)

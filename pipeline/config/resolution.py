@@ -222,12 +222,14 @@ def resolve(data: dict[str, Any], device: str | None = None) -> PipelineConfig:
     if env != "midrange" and ppo.mirror:
         raise ConfigError(f"ppo.mirror needs an env that says what its mirror image is (the air-combat "
                           f"sim does); {env} does not")
-    if env == "midrange" and ppo.entropy_weights:
-        components = ActionSpec.for_sim(config.sim).dim
-        if len(ppo.entropy_weights) != components:
-            raise ConfigError(f"ppo.entropy_weights has {len(ppo.entropy_weights)} values but the sim's "
-                              f"{config.sim.action_mode} actions have {components} components "
-                              "(rudder, throttle, fire; [] means 1 for each)")
+    for name in ("entropy_weights", "teacher_weights"):
+        weights = getattr(ppo, name)
+        if env == "midrange" and weights:
+            components = ActionSpec.for_sim(config.sim).dim
+            if len(weights) != components:
+                raise ConfigError(f"ppo.{name} has {len(weights)} values but the sim's "
+                                  f"{config.sim.action_mode} actions have {components} components "
+                                  "(rudder, throttle, fire; [] means 1 for each)")
     if config.samples_per_batch % ppo.num_minibatches:
         raise ConfigError(
             f"ppo.num_minibatches ({ppo.num_minibatches}) must divide the batch of "
