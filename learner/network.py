@@ -196,17 +196,25 @@ class ActorCritic(nn.Module):
         mirrored = head[n:].index_select(1, self.mirror_perm) * self.mirror_head_sign
         return 0.5 * (head[:n] + mirrored)
 
-    def _log_prob_entropy(self, head: Tensor, actions: Tensor,
-                          entropy_weights: tuple[float, ...] = ()) -> tuple[Tensor, Tensor]:
-        if entropy_weights and len(entropy_weights) != self.action_spec.dim:
-            raise ValueError(f"entropy_weights needs {self.action_spec.dim} values (one per action "
-                             f"component), got {len(entropy_weights)}")
+    def _log_prob_entropy(self, head: Tensor, actions: Tensor, entropy_weights: tuple[float, ...] = (),
+                          log_prob_weights: tuple[float, ...] = ()) -> tuple[Tensor, Tensor]:
+        """The log-probability of ``actions`` and the entropy, each summed over the action
+        components, each component weighted by ``log_prob_weights`` and ``entropy_weights``
+        where given (scalar weights, one product each: no host-to-device copy of a weight
+        tensor per minibatch)."""
+        for name, weights in (("entropy_weights", entropy_weights), ("log_prob_weights", log_prob_weights)):
+            if weights and len(weights) != self.action_spec.dim:
+                raise ValueError(f"{name} needs {self.action_spec.dim} values (one per action "
+                                 f"component), got {len(weights)}")
         if self.log_std is None:
             log_prob = head.new_zeros(head.shape[0])
             entropy = head.new_zeros(head.shape[0])
             for i, logits in enumerate(torch.split(head, self._splits, dim=-1)):
                 logp_all = torch.log_softmax(logits, dim=-1)
-                log_prob = log_prob + logp_all.gather(-1, actions[:, i:i + 1]).squeeze(-1)
+                if not log_prob_weights:
+                    log_prob = log_prob + logp_all.gather(-1, actions[:, i:i + 1]).squeeze(-1)
+                elif log_prob_weights[i] != 0.0:
+                    log_prob = log_prob + logp_all.gather(-1, actions[:, i:i + 1]).squeeze(-1) * log_prob_weights[i]
                 if entropy_weights and entropy_weights[i] == 0.0:
                     continue
                 head_entropy = -(logp_all.exp() * logp_all).sum(-1)
@@ -214,11 +222,14 @@ class ActorCritic(nn.Module):
             return log_prob, entropy
         log_std = self.log_std.float()
         z = (actions.to(head.dtype) - head) * torch.exp(-log_std)
-        log_prob = (-0.5 * z * z - log_std - _LOG_SQRT_2PI).sum(-1)
+        per_action = -0.5 * z * z - log_std - _LOG_SQRT_2PI
+        if log_prob_weights:
+            log_prob = sum((per_action[:, i] * w for i, w in enumerate(log_prob_weights) if w != 0.0),
+                           per_action.new_zeros(head.shape[0]))
+        else:
+            log_prob = per_action.sum(-1)
         per_dim = 0.5 + _LOG_SQRT_2PI + log_std
         if entropy_weights:
-            # Scalar weights, one product each: no host-to-device copy of a weight tensor per
-            # minibatch.
             total = sum((per_dim[i] * w for i, w in enumerate(entropy_weights) if w != 0.0), per_dim.new_zeros(()))
             entropy = total.expand(head.shape[0])
         else:
@@ -313,22 +324,9 @@ class ActorCritic(nn.Module):
         self._check_actions(obs, actions)
         head, value = self.forward(obs)
         log_prob, entropy = self._log_prob_entropy(head, actions, entropy_weights)
-        if teacher_weights:
-            teacher_log_prob = (self._component_log_probs(head, teacher_actions)
-                                * head.new_tensor(teacher_weights)).sum(-1)
-        else:
-            teacher_log_prob, _ = self._log_prob_entropy(head, teacher_actions, (0.0,) * self.action_spec.dim)
+        teacher_log_prob, _ = self._log_prob_entropy(head, teacher_actions, (0.0,) * self.action_spec.dim,
+                                                     teacher_weights)
         return log_prob, entropy, value, teacher_log_prob
-
-    def _component_log_probs(self, head: Tensor, actions: Tensor) -> Tensor:
-        """The log-probability of each action component on its own ``[B, A]`` (their sum is
-        :meth:`_log_prob_entropy`'s)."""
-        if self.log_std is None:
-            return torch.stack([torch.log_softmax(logits, dim=-1).gather(-1, actions[:, i:i + 1]).squeeze(-1)
-                                for i, logits in enumerate(torch.split(head, self._splits, dim=-1))], dim=-1)
-        log_std = self.log_std.float()
-        z = (actions.to(head.dtype) - head) * torch.exp(-log_std)
-        return -0.5 * z * z - log_std - _LOG_SQRT_2PI
 
     @torch.no_grad()
     def get_value(self, obs: Tensor) -> Tensor:
