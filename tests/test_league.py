@@ -92,6 +92,21 @@ def test_self_play_mixes_past_selves_and_anchors(tmp_path):
     assert draws.count("v10") / 4000 == pytest.approx(0.75, abs=0.03)
 
 
+def test_past_selves_wait_for_self_play_from(tmp_path):
+    from learner import ActionSpec, PPOConfig, PPOLearner
+    learner = PPOLearner(PPOConfig(hidden_sizes=(4,), total_updates=90), 6, ActionSpec("multi_discrete", nvec=(3, 2)))
+    lg = league(tmp_path, anchors=["crank"], self_play=1.0, self_play_from=0.6667, snapshot_every=10,
+                snapshot_until=0.6667)
+    taken = snapshot_versions(lg, learner, range(1, 60))
+    assert taken == [10, 20, 30, 40, 50] and lg.progress == pytest.approx(59 / 90)
+    assert {lg.draw() for _ in range(200)} == {"crank"}  # snapshots in the pool, none drawn yet
+    assert snapshot_versions(lg, learner, range(60, 91)) == [60]  # none after two thirds
+    assert lg.progress == 1.0
+    assert {lg.draw() for _ in range(400)} == {f"v{v}" for v in (10, 20, 30, 40, 50, 60)}
+    with pytest.raises(ConfigError, match="self_play_from must be in"):
+        resolve({"league": {"self_play_from": 1.5}}, device="cpu")
+
+
 def test_the_latest_self_is_drawn_first_and_never_joins_the_pool(tmp_path):
     lg = league(tmp_path, anchors=["crank"], self_play=0.5, latest=0.25)
     lg.add_snapshot("v10", {"w": torch.zeros(1)})

@@ -234,6 +234,12 @@ class LeagueConfig:
     """Snapshots kept (the oldest leave the pool and ``RUN/league/``)."""
     self_play: float = 0.2
     """Chance a draw picks a past self instead of an anchor (once a snapshot exists)."""
+    self_play_from: float = 0.0
+    """Fraction of the run's updates (``ppo.total_updates``) before which no past self is
+    drawn: until then every draw (but ``latest``) is an anchor, from then on ``self_play``
+    applies. With ``snapshot_until`` at or before it, the final stretch meets the pool's frozen
+    snapshots, the learner's own kind, after a run spent on the anchors; 0 draws past selves
+    as soon as one exists."""
     latest: float = 0.0
     """Chance a draw, before anything else, picks the learner's latest self: the actor's own
     copy of the learning policy at the draw, held like any opponent for ``hold_chunks`` chunks
@@ -342,6 +348,7 @@ SECTION_BOUNDS: dict[str, dict[str, Bounds]] = {
         "snapshot_until": positive(1.0),
         "max_snapshots": count(1, 10_000),
         "self_play": Bounds(0.0, 1.0),
+        "self_play_from": Bounds(0.0, 1.0),
         "latest": Bounds(0.0, 1.0),
         "pfsp_power": Bounds(0.0, 100.0),
         "pfsp_floor": positive(1.0),

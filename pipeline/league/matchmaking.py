@@ -16,7 +16,8 @@ limit, which can outlast a whole hold).
 
 Opponents are drawn by prioritized fictitious self-play: first the learner's latest self
 (probability ``league.latest``: the actor's own current weights copied into the group, unrated),
-else past selves (probability ``league.self_play``, once a snapshot exists) or anchors, then within that kind with weight
+else past selves (probability ``league.self_play``, once a snapshot exists and the run has
+done ``league.self_play_from`` of its updates) or anchors, then within that kind with weight
 ``max((1 − p_win)^power, floor)``, ``p_win`` the learner's recent score against each (wins plus
 ``league.pfsp_draw`` times the draws, half by default, over about the last
 ``league.window_games`` games against it, with a prior of one game scored one half). The same
@@ -94,6 +95,9 @@ class League(LeaguePool, LeagueRecords):
         """(version, learning done by it) of the last snapshot."""
         self._learning = (0, 0.0)
         """(version, learning done by it) last counted by :meth:`learning_done`."""
+        self.progress = 0.0
+        """Fraction of the run's updates the learner has done, as last seen by
+        :meth:`maybe_snapshot` (after each update): when past selves may be drawn."""
 
     # ------------------------------------------------------------------ building
     def make_opponent(self, num_envs: int, build_anchor: Callable[[str, int, int], BaseAgent],
@@ -128,7 +132,7 @@ class League(LeaguePool, LeagueRecords):
         lock)."""
         if self.config.latest > 0 and self._rng.random() < self.config.latest:
             return LATEST
-        selves = list(self.snapshots)
+        selves = list(self.snapshots) if self.progress >= self.config.self_play_from else []
         use_selves = bool(selves) and (not self.anchors or self._rng.random() < self.config.self_play)
         names = selves if use_selves else self.anchors
         return self._rng.choices(names, weights=self.weights(names))[0]

@@ -70,6 +70,7 @@ class LeaguePool:
     _last_snapshot_version: int
     _last_snapshot_learning: tuple[int, float]
     _learning: tuple[int, float]
+    progress: float
 
     # ------------------------------------------------------------------ the pool
     def players(self) -> list[str]:
@@ -106,10 +107,12 @@ class LeaguePool:
     def maybe_snapshot(self, learner: Any) -> Path | None:
         """Freeze the learner into the pool each time its learning on ``snapshot_clock`` passes
         another multiple of ``snapshot_every``, until ``snapshot_until`` of the run's updates
-        (learner thread). A snapshot that cannot be written (a full disk) raises
+        (learner thread), and note the run's progress (``self_play_from``). A snapshot that
+        cannot be written (a full disk) raises
         :class:`SnapshotNotWritten` and is left out of the pool; the next one is due at the
         next multiple."""
         version = int(learner.policy_version)
+        self.progress = version / learner.config.total_updates
         if version <= 0 or version == self._last_snapshot_version:
             return None
         if version > self.config.snapshot_until * learner.config.total_updates:
