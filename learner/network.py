@@ -211,14 +211,14 @@ class ActorCritic(nn.Module):
             entropy = head.new_zeros(head.shape[0])
             for i, logits in enumerate(torch.split(head, self._splits, dim=-1)):
                 logp_all = torch.log_softmax(logits, dim=-1)
-                if not log_prob_weights:
-                    log_prob = log_prob + logp_all.gather(-1, actions[:, i:i + 1]).squeeze(-1)
-                elif log_prob_weights[i] != 0.0:
-                    log_prob = log_prob + logp_all.gather(-1, actions[:, i:i + 1]).squeeze(-1) * log_prob_weights[i]
-                if entropy_weights and entropy_weights[i] == 0.0:
-                    continue
-                head_entropy = -(logp_all.exp() * logp_all).sum(-1)
-                entropy = entropy + (head_entropy * entropy_weights[i] if entropy_weights else head_entropy)
+                w = log_prob_weights[i] if log_prob_weights else 1.0
+                if w != 0.0:
+                    picked = logp_all.gather(-1, actions[:, i:i + 1]).squeeze(-1)
+                    log_prob = log_prob + (picked if w == 1.0 else picked * w)
+                w = entropy_weights[i] if entropy_weights else 1.0
+                if w != 0.0:
+                    head_entropy = -(logp_all.exp() * logp_all).sum(-1)
+                    entropy = entropy + (head_entropy if w == 1.0 else head_entropy * w)
             return log_prob, entropy
         log_std = self.log_std.float()
         z = (actions.to(head.dtype) - head) * torch.exp(-log_std)
