@@ -87,7 +87,8 @@ def _run_rank(job: Job, config: PipelineConfig, resume_from: Path | None) -> Run
             except ValueError as exc:
                 raise ConfigError(f"run.resume: {exc}") from None
             if parts.league is not None and resumed is not None:
-                league_notes = resume_league(parts.league, resumed, config)
+                league_notes = resume_league(parts.league, resumed, config,
+                                             parts.learner.policy_version)
             steps_done = int(extra.get("agent_steps", 0))
             if 0 < config.run.stop_steps <= steps_done:
                 raise ConfigError(f"run.stop_steps ({config.run.stop_steps:,}) is already reached: {ckpt} "

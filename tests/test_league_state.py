@@ -28,7 +28,7 @@ from league_damage import (
     tree,
 )
 
-from learner.checkpoint import load_policy
+from learner.checkpoint import load_policy, read_checkpoint, resolve_checkpoint_path
 from monitoring import Metrics
 from pipeline.config import ConfigError, PipelineConfig, resolve
 from pipeline.config.flags import parse_config
@@ -39,16 +39,34 @@ from pipeline.league.resuming import resume_league
 from sim import SimConfig
 
 
-def resume_config(run_dir: Path) -> PipelineConfig:
-    return resolve(parse_config(["--resume", str(run_dir), "--display", "none", "--metrics-port", "-1"]), "cpu")
+def resume_config(run_dir: Path, *settings: str) -> PipelineConfig:
+    flags = ["--resume", str(run_dir), "--display", "none", "--metrics-port", "-1"]
+    for kv in settings:
+        flags += ["--set", kv]
+    return resolve(parse_config(flags), "cpu")
 
 
-def load_league(run_dir: Path) -> tuple[League, list[str]]:
-    """The league a ``--resume`` of ``run_dir`` takes up, through the launcher's own function."""
-    config = resume_config(run_dir)
+def load_league(run_dir: Path, *settings: str) -> tuple[League, list[str]]:
+    """The league a ``--resume`` of ``run_dir`` takes up, through the launcher's own function,
+    for a learner at the version of the run's newest checkpoint."""
+    config = resume_config(run_dir, *settings)
     league = League(config.league, run_dir / "league", config.run.seed, lambda: load_policy(run_dir))
-    notes = resume_league(league, run_dir, config)
+    version = int(read_checkpoint(resolve_checkpoint_path(run_dir / "checkpoints"))["policy_version"])
+    notes = resume_league(league, run_dir, config, version)
     return league, notes
+
+
+@pytest.mark.parametrize(("self_play_from", "selves"), [(0.4, True), (0.6, False)])
+def test_a_resumed_league_knows_the_runs_progress_before_its_first_update(run_copy, self_play_from, selves):
+    """The real run made 4 updates; resumed to twice its agent-steps (8 updates), its league
+    draws past selves at once when ``self_play_from`` is below one half and none when above,
+    before any update."""
+    league, _ = load_league(run_copy, f"run.total_steps={16 * T * B}", "league.self_play=1.0",
+                            f"league.self_play_from={self_play_from}")
+    assert league.progress == pytest.approx(0.5)
+    assert league.snapshots
+    drawn = {league.draw() for _ in range(200)}
+    assert bool(drawn & set(league.snapshots)) is selves, drawn
 
 
 @pytest.fixture

@@ -96,8 +96,9 @@ class League(LeaguePool, LeagueRecords):
         self._learning = (0, 0.0)
         """(version, learning done by it) last counted by :meth:`learning_done`."""
         self.progress = 0.0
-        """Fraction of the run's updates the learner has done, as last seen by
-        :meth:`maybe_snapshot` (after each update): when past selves may be drawn."""
+        """Fraction of the run's updates the learner has done, as last noted
+        (:meth:`note_progress`: after each update, and on a resume): when past selves may be
+        drawn."""
 
     # ------------------------------------------------------------------ building
     def make_opponent(self, num_envs: int, build_anchor: Callable[[str, int, int], BaseAgent],

@@ -104,6 +104,11 @@ class LeaguePool:
         self._learning = (version, done)
         return done
 
+    def note_progress(self, version: int, total_updates: int) -> None:
+        """Note that the learner has done ``version`` of the run's ``total_updates`` updates
+        (``self_play_from``): after each update, and when a resumed run takes up its league."""
+        self.progress = version / max(total_updates, 1)
+
     def maybe_snapshot(self, learner: Any) -> Path | None:
         """Freeze the learner into the pool each time its learning on ``snapshot_clock`` passes
         another multiple of ``snapshot_every``, until ``snapshot_until`` of the run's updates
@@ -112,7 +117,7 @@ class LeaguePool:
         :class:`SnapshotNotWritten` and is left out of the pool; the next one is due at the
         next multiple."""
         version = int(learner.policy_version)
-        self.progress = version / learner.config.total_updates
+        self.note_progress(version, learner.config.total_updates)
         if version <= 0 or version == self._last_snapshot_version:
             return None
         if version > self.config.snapshot_until * learner.config.total_updates:

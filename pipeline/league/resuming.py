@@ -35,8 +35,12 @@ def state_limits(run: Path, config: PipelineConfig) -> StateLimits:
                        max_version=int(state["policy_version"]), checkpoint=newest)
 
 
-def resume_league(league: LeaguePool, run: Path, config: PipelineConfig) -> list[str]:
+def resume_league(league: LeaguePool, run: Path, config: PipelineConfig, version: int) -> list[str]:
     """Load the league of ``run`` (its ``league`` folder) into ``league``, checked as
-    :meth:`LeaguePool.load` says and against :func:`state_limits`; returns the lines the
-    display should show."""
-    return league.load(run / "league", limits=state_limits(run, config), sim_config=config.sim)
+    :meth:`LeaguePool.load` says and against :func:`state_limits`, and note the resumed
+    learner's progress (its ``version`` of ``ppo.total_updates``), so that the first draws
+    after the resume already know whether past selves may play (``league.self_play_from``);
+    returns the lines the display should show."""
+    notes = league.load(run / "league", limits=state_limits(run, config), sim_config=config.sim)
+    league.note_progress(version, config.ppo.total_updates)
+    return notes
