@@ -158,7 +158,7 @@ def test_the_named_recipes_are_the_ace_recipe_with_the_measured_changes(monkeypa
     taught, ace = league_config(bench.RECIPES["taught"]), league_config(bench.RECIPES["ace"])
     assert taught == league_config([*bench.RECIPES["ace"], *measured])
     assert taught != ace and ace.ppo.teacher_coef == 0 and taught.ppo.teacher == "ace"
-    assert sorted(bench.RECIPES) == ["ace", "anchored", "taught", "traced"]
+    assert sorted(bench.RECIPES) == ["ace", "anchored", "horizon", "taught", "traced"]
     # bench/RESULTS.md's trace runs with a quarter of past selves were ``--recipe taught`` with
     # these two --set changes.
     traced = league_config(bench.RECIPES["traced"])
@@ -168,6 +168,16 @@ def test_the_named_recipes_are_the_ace_recipe_with_the_measured_changes(monkeypa
     anchored = league_config(bench.RECIPES["anchored"])
     assert anchored == league_config([*bench.RECIPES["taught"], "sim.obs_trace_s=20", "league.self_play=0"])
     assert anchored.league.self_play == 0 and anchored.sim.obs_trace_s == 20 and anchored != traced
+    # ... and the γ 0.999 runs were ``--recipe anchored`` with these --set changes, in this order.
+    horizon_sets = ["league.anchors=['crank','shooter','random','pursuit','straight','tactic:pump?train',"
+                    "'tactic:drag?train','tactic:late?train','tactic:early?train','tactic:energy?train',"
+                    "'tactic:ladder?train','tactic:bluff?train','tactic:extend?train','tactic:flee?train']",
+                    "actors.reward=shaped+0.5*hunt+-0.75*draw+0.5*edge+-0.1*wasted", "sim.obs_reach=true",
+                    "ppo.teacher_weights=[1,1,0]", "ppo.teacher_until=0.75", "ppo.gamma=0.999"]
+    horizon = league_config(bench.RECIPES["horizon"])
+    assert horizon == league_config([*bench.RECIPES["anchored"], *horizon_sets])
+    assert horizon.ppo.gamma == 0.999 and horizon.sim.obs_reach and "tactic:flee?train" in horizon.league.anchors
+    assert horizon.league.self_play == 0 and horizon.ppo.teacher == "ace" and horizon != anchored
 
 
 def test_a_taught_recipe_runs_without_its_teacher_as_the_bench_documents(monkeypatch):
