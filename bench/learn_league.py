@@ -272,8 +272,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--recipe", choices=sorted(RECIPES), default="ace",
                    help="the settings the run starts from (default ace: the champion ace's; taught: "
                         "the teacher, draws priced and all training tactics; traced: taught with the "
-                        "trace and a quarter past selves; anchored: the trace and no past selves, the "
-                        "best worst seed measured)")
+                        "trace and a quarter past selves; anchored: the trace and no past selves; "
+                        "horizon: anchored with flee, long shots priced, the reach block, the "
+                        "teacher's flying and γ 0.999, the best worst seed measured)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="passed to pipeline.launch after the recipe's (e.g. league.self_play=0.25)")
     p.add_argument("--average-from", type=float, default=None, metavar="F",
