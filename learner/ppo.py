@@ -142,12 +142,14 @@ class PPOLearner:
 
     def teacher_coef_at(self, policy_version: int) -> float:
         """Weight of the teacher's term in the update that produces version ``policy_version + 1``:
-        ``teacher_coef`` falling linearly to 0 at ``teacher_until`` of ``total_updates``."""
+        ``teacher_coef`` falling linearly to ``teacher_floor`` at ``teacher_until`` of
+        ``total_updates``, then held there."""
         cfg = self.config
         if self.teacher is None or cfg.teacher_coef == 0:
             return 0.0
         span = cfg.teacher_until * cfg.total_updates
-        return cfg.teacher_coef * max(1.0 - policy_version / span, 0.0)
+        left = max(1.0 - policy_version / span, 0.0)
+        return cfg.teacher_floor + (cfg.teacher_coef - cfg.teacher_floor) * left
 
     # ------------------------------------------------------------------ internals
     def _get_workspace(self, batch: RolloutBatch) -> _Workspace:

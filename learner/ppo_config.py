@@ -90,11 +90,15 @@ class PPOConfig:
     teacher_coef: float = 0.0
     """Weight of the teacher's term at the start: ``teacher_coef`` times the mean negative
     log-probability the policy gives the teacher's action, added to the loss. Falls linearly to
-    0 at ``teacher_until``; 0 turns kickstarting off."""
+    ``teacher_floor`` at ``teacher_until``; 0 turns kickstarting off."""
     teacher_until: float = 0.25
     """Fraction of ``total_updates`` after which the teacher's weight is 0 and the teacher is no
     longer asked: from then on the policy learns from the returns alone and may leave the
     teacher's habits behind."""
+    teacher_floor: float = 0.0
+    """The weight the teacher's term keeps after ``teacher_until`` (at most ``teacher_coef``):
+    0 stops the teacher there; above 0 it is asked to the end of the run at that weight, a
+    light pull towards its flying that the returns can outweigh."""
     teacher_weights: tuple[float, ...] = ()
     """Each action component's share of the teacher's term, one per component; empty: 1 for
     every one. ``[1, 1, 0]`` for the sim teaches the teacher's flying (rudder, throttle) and
@@ -157,6 +161,9 @@ class PPOConfig:
                              "(teacher = \"\")")
         if self.teacher.strip() and self.teacher_coef == 0:
             raise ValueError(f"teacher {self.teacher!r} is named but teacher_coef is 0 (it would never be asked)")
+        if self.teacher_floor > self.teacher_coef:
+            raise ValueError(f"teacher_floor {self.teacher_floor} is above teacher_coef {self.teacher_coef}: "
+                             "the weight falls from teacher_coef to teacher_floor")
         if self.activation not in ("tanh", "relu"):
             raise ValueError(f"activation must be 'tanh' or 'relu', got {self.activation!r}")
         for f in dataclasses.fields(self):
@@ -210,6 +217,7 @@ PPO_BOUNDS: dict[str, Bounds] = {
     "policy_bias": Bounds(-100.0, 100.0),
     "teacher_coef": Bounds(0.0, 1000.0),
     "teacher_until": positive(1.0),
+    "teacher_floor": Bounds(0.0, 1000.0),
 }
 """The range of each number of :class:`PPOConfig` (a list's bound holds for each item; a
 ``target_kl`` of ``None`` is "never"). ``update_epochs`` is a count of passes one update makes

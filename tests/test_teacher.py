@@ -61,6 +61,26 @@ def test_the_teacher_is_learned_while_its_weight_lasts_and_then_no_longer_asked(
     assert calls == [16 * 8] * 20
 
 
+def test_a_teacher_floor_keeps_the_teacher_asked_at_that_weight_to_the_end():
+    calls = []
+
+    def counted(obs: torch.Tensor) -> torch.Tensor:
+        calls.append(obs.shape[0])
+        return teacher_rule(obs)
+
+    learner = learner_with(counted, teacher_floor=0.2)
+    coefs, losses = [], []
+    for i in range(40):
+        stats = learner.update(random_batch(learner, seed=i, version=learner.policy_version))
+        coefs.append(stats["teacher_coef"])
+        losses.append(stats["loss_teacher"])
+    # From 1 down to the floor at half of the 40 updates, then the floor to the end.
+    assert coefs[0] == 1.0 and coefs[10] == pytest.approx(0.6) and coefs[19] == pytest.approx(0.24)
+    assert coefs[20:] == pytest.approx([0.2] * 20)
+    assert all(loss > 0 for loss in losses[20:]) and calls == [16 * 8] * 40
+    assert agreement(learner) > 0.6
+
+
 def test_without_a_teacher_the_same_updates_do_not_learn_the_rule():
     learner = learner_with(None, teacher="", teacher_coef=0.0)
     for i in range(20):
@@ -147,6 +167,10 @@ def test_the_teacher_fields_are_checked():
         PPOConfig(teacher="crank", teacher_coef=1.0, teacher_until=0.0)
     with pytest.raises(ValueError, match="teacher_coef"):
         PPOConfig(teacher="crank", teacher_coef=float("nan"))
+    with pytest.raises(ValueError, match=r"teacher_floor 2\.0 is above teacher_coef 1\.0"):
+        PPOConfig(teacher="crank", teacher_coef=1.0, teacher_floor=2.0)
+    with pytest.raises(ValueError, match="teacher_floor"):
+        PPOConfig(teacher="crank", teacher_coef=1.0, teacher_floor=-0.1)
     with pytest.raises(ValueError, match="no teacher was given"):
         PPOLearner(PPOConfig(teacher="crank", teacher_coef=1.0), 12, ActionSpec("multi_discrete", nvec=(3, 3, 2)))
 
