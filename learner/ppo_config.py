@@ -92,9 +92,9 @@ class PPOConfig:
     log-probability the policy gives the teacher's action, added to the loss. Falls linearly to
     ``teacher_floor`` at ``teacher_until``; 0 turns kickstarting off."""
     teacher_until: float = 0.25
-    """Fraction of ``total_updates`` after which the teacher's weight is 0 and the teacher is no
-    longer asked: from then on the policy learns from the returns alone and may leave the
-    teacher's habits behind."""
+    """Fraction of ``total_updates`` after which the teacher's weight is ``teacher_floor``; with
+    the floor at 0 (the default) the teacher is no longer asked: from then on the policy learns
+    from the returns alone and may leave the teacher's habits behind."""
     teacher_floor: float = 0.0
     """The weight the teacher's term keeps after ``teacher_until`` (at most ``teacher_coef``):
     0 stops the teacher there; above 0 it is asked to the end of the run at that weight, a
