@@ -72,5 +72,5 @@ RECIPES = {"ace": ACE_RECIPE, "taught": TAUGHT_RECIPE, "traced": TRACED_RECIPE, 
 """The bench's recipes by name (``--recipe``): ``ace``, the default, which trained the champion
 ``ace``; ``taught``, the best measured before memory; ``traced``, ``taught`` with the trace and a
 quarter past selves; ``anchored``, the trace and no past selves; ``horizon``, ``anchored`` with
-``flee``, long shots priced, the reach block, the teacher's flying only and γ 0.999, the highest
-median measured."""
+``flee``, long shots priced, the reach block, the teacher's flying only and γ 0.999 (what each
+measured: the module's docstring)."""

@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
                         "the teacher, draws priced and all training tactics; traced: taught with the "
                         "trace and a quarter past selves; anchored: the trace and no past selves; "
                         "horizon: anchored with flee, long shots priced, the reach block, the "
-                        "teacher's flying and γ 0.999, the highest median measured)")
+                        "teacher's flying and γ 0.999; what each measured: bench/league_recipes.py)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="passed to pipeline.launch after the recipe's (e.g. league.self_play=0.25)")
     p.add_argument("--average-from", type=float, default=None, metavar="F",
