@@ -41,7 +41,7 @@ plays in the round robin).
 Targets: ≥ 95 % wins against ``crank`` and ``random``, ≥ 99 % against straight, pursuit and
 shooter, the final policy top rated, in at most 30 minutes on a 2-core CPU.
 
-The run is the launcher's default league with one of five recipes (``--recipe``;
+The run is the launcher's default league with one of six recipes (``--recipe``;
 bench/league_recipes.py says what each is and what it measured).
 
 ``--set`` overrides any of them (``--set ppo.teacher= --set ppo.teacher_coef=0`` trains a taught
@@ -206,7 +206,8 @@ def main(argv: list[str] | None = None) -> int:
                         "the teacher, draws priced and all training tactics; traced: taught with the "
                         "trace and a quarter past selves; anchored: the trace and no past selves; "
                         "horizon: anchored with flee, long shots priced, the reach block, the "
-                        "teacher's flying and γ 0.999; what each measured: bench/league_recipes.py)")
+                        "teacher's flying and γ 0.999; pressed: horizon with the enemy pressed against the "
+                        "edge priced; what each measured: bench/league_recipes.py)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="passed to pipeline.launch after the recipe's (e.g. league.self_play=0.25)")
     p.add_argument("--average-from", type=float, default=None, metavar="F",

@@ -158,7 +158,7 @@ def test_the_named_recipes_are_the_ace_recipe_with_the_measured_changes(monkeypa
     taught, ace = league_config(bench.RECIPES["taught"]), league_config(bench.RECIPES["ace"])
     assert taught == league_config([*bench.RECIPES["ace"], *measured])
     assert taught != ace and ace.ppo.teacher_coef == 0 and taught.ppo.teacher == "ace"
-    assert sorted(bench.RECIPES) == ["ace", "anchored", "horizon", "taught", "traced"]
+    assert sorted(bench.RECIPES) == ["ace", "anchored", "horizon", "pressed", "taught", "traced"]
     # bench/RESULTS.md's trace runs with a quarter of past selves were ``--recipe taught`` with
     # these two --set changes.
     traced = league_config(bench.RECIPES["traced"])
@@ -178,6 +178,12 @@ def test_the_named_recipes_are_the_ace_recipe_with_the_measured_changes(monkeypa
     assert horizon == league_config([*bench.RECIPES["anchored"], *horizon_sets])
     assert horizon.ppo.gamma == 0.999 and horizon.sim.obs_reach and "tactic:flee?train" in horizon.league.anchors
     assert horizon.league.self_play == 0 and horizon.ppo.teacher == "ace" and horizon != anchored
+    # ... and the runs with the enemy pressed against the edge priced were ``--recipe horizon``
+    # with this reward.
+    pressed = league_config(bench.RECIPES["pressed"])
+    press = "actors.reward=shaped+0.5*hunt+-0.75*draw+0.5*edge+-0.1*wasted+0.5*press"
+    assert pressed == league_config([*bench.RECIPES["horizon"], press])
+    assert pressed.actors.reward.endswith("+0.5*press") and pressed != horizon
 
 
 def test_a_taught_recipe_runs_without_its_teacher_as_the_bench_documents(monkeypatch):
