@@ -71,12 +71,12 @@ TAUGHT_RECIPE = (*_SHARED, "ppo.gamma=0.998", f"league.anchors=[{_EIGHT}]",
 _WITH_TRACE = (*TAUGHT_RECIPE, "sim.obs_trace_s=20")
 TRACED_RECIPE = (*_WITH_TRACE, "league.self_play=0.25")
 ANCHORED_RECIPE = (*_WITH_TRACE, "league.self_play=0")
+_HORIZON_REWARD = "shaped+0.5*hunt+-0.75*draw+0.5*edge+-0.1*wasted"
 HORIZON_RECIPE = (*ANCHORED_RECIPE,
                   f"league.anchors=[{_EIGHT},'tactic:flee?train']",
-                  "actors.reward=shaped+0.5*hunt+-0.75*draw+0.5*edge+-0.1*wasted", "sim.obs_reach=true",
+                  f"actors.reward={_HORIZON_REWARD}", "sim.obs_reach=true",
                   "ppo.teacher_weights=[1,1,0]", "ppo.teacher_until=0.75", "ppo.gamma=0.999")
-PRESSED_RECIPE = (*HORIZON_RECIPE,
-                  "actors.reward=shaped+0.5*hunt+-0.75*draw+0.5*edge+-0.1*wasted+0.5*press")
+PRESSED_RECIPE = (*HORIZON_RECIPE, f"actors.reward={_HORIZON_REWARD}+0.5*press")
 RECIPES = {"ace": ACE_RECIPE, "taught": TAUGHT_RECIPE, "traced": TRACED_RECIPE, "anchored": ANCHORED_RECIPE,
            "horizon": HORIZON_RECIPE, "pressed": PRESSED_RECIPE}
 """The bench's recipes by name (``--recipe``): ``ace``, the default, which trained the champion
