@@ -36,7 +36,7 @@ from pipeline.run.cuda_steps import step_description
 from pipeline.run.display import Display, make_display
 from pipeline.run.intake import BatchIntake
 from pipeline.run.loops import Run, drive
-from pipeline.run.outputs import log_failure, make_logger
+from pipeline.run.outputs import make_logger, unsaid_log_failure
 from pipeline.run.parts import RunParts, build, check_resources
 from pipeline.run.progress import RunFailed
 from pipeline.run.rank_files import ResumeCopy, parse_rank_config
@@ -221,8 +221,8 @@ def _train(job: Job, config: PipelineConfig, parts: RunParts, metrics: Metrics, 
             exporter.close()
     result = summarize(job, config, the_run, progress, display, log, end - start, exit_code,
                        graph_actors, error)
-    failure = log_failure(log)
-    if failure is not None and progress.output_failure is None:  # the summary met a full disk
+    failure = unsaid_log_failure(log, progress.output_failure, error)
+    if failure is not None:  # the summary met a full disk
         display.message(f"error: {one_line(failure)}")
         result.exit_code = result.exit_code or 1
     return result

@@ -114,6 +114,26 @@ def test_tensorboard_events_on_a_full_disk_are_an_oserror_naming_the_event_file(
     assert "no space left on device" in (info.value.strerror or "").lower()
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_full_disk_is_one_line_whichever_file_it_refused_first(tmp_path):
+    # The run log's write fails after the run already stopped on a full disk (the profile's
+    # trace, say, then the summary's line): no second line. Another cause, or nothing said
+    # yet, and the log's failure is the line.
+    from pipeline.run.outputs import RUN_LOG, make_logger, unsaid_log_failure
+    from pipeline.run.summary import one_line
+
+    (tmp_path / RUN_LOG).symlink_to("/dev/full")
+    log = make_logger(tmp_path)
+    assert unsaid_log_failure(log, None, "") is None  # nothing written yet, nothing failed
+    log.info("the summary")
+    trace_full = f"no space left on device: {tmp_path}/trace.json"
+    assert unsaid_log_failure(log, None, trace_full) is None
+    failure = unsaid_log_failure(log, None, "")
+    assert failure is not None and one_line(failure) == f"no space left on device: {tmp_path / RUN_LOG}"
+    assert unsaid_log_failure(log, None, "RunFailed: the learner raised ValueError") is failure
+    assert unsaid_log_failure(log, OSError(5, "Input/output error", "progress.csv"), "") is None
+
+
 @needs_tmpfs
 def test_a_progress_row_that_does_not_fit_is_cut_back_off(tmp_path):
     # The tmpfs is filled up; the report's rows need more than the page progress.csv already

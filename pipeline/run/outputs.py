@@ -77,3 +77,21 @@ def log_failure(log: logging.Logger) -> OSError | None:
         if isinstance(handler, RunLogHandler) and handler.failure is not None:
             return handler.failure
     return None
+
+
+FULL_DISK = os.strerror(errno.ENOSPC).lower()
+
+
+def unsaid_log_failure(log: logging.Logger, reported: OSError | None, error: str) -> OSError | None:
+    """The run log's first failed write if no line has said it yet, else None. Said already:
+    when a failed write of the run's files stopped it (``reported``, the first such, which
+    may be this one), or when it is a full disk and ``error``, the line the run printed, already
+    says the disk is full. A full disk is one line, naming whichever file it refused first; the
+    log's writes after that (another thread's line, the summary's) fail on the same disk and
+    say nothing new."""
+    failure = log_failure(log)
+    if failure is None or reported is not None:
+        return None
+    if failure.errno == errno.ENOSPC and error.startswith(FULL_DISK):
+        return None
+    return failure
