@@ -222,7 +222,7 @@ def _train(job: Job, config: PipelineConfig, parts: RunParts, metrics: Metrics, 
     result = summarize(job, config, the_run, progress, display, log, end - start, exit_code,
                        graph_actors, error)
     failure = unsaid_log_failure(log, progress.output_failure, error)
-    if failure is not None:  # the summary met a full disk
+    if failure is not None:  # the run log failed, and no line has said so
         display.message(f"error: {one_line(failure)}")
         result.exit_code = result.exit_code or 1
     return result
