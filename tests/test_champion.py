@@ -31,6 +31,7 @@ from pipeline.config import resolve
 from pipeline.config.flags import parse_config
 from pipeline.config.specs import build_agent
 from pipeline.envs.midrange import default_opponent
+from pipeline.evaluation.entrants import check_entrants, trained_sim_config
 from sim.config import SimConfig
 from sim.layout import ObsLayout
 
@@ -41,15 +42,20 @@ REACH = SimConfig(obs_reach=True)  # a simulator whose observations add the reac
 FEWER = SimConfig(obs_incoming_missiles=2)  # one that sees two inbound missiles instead of four
 
 
+def own_layout(name: str) -> ObsLayout:
+    """The observation layout today's code makes of the simulator champion ``name`` was trained on."""
+    return ObsLayout.from_config(SimConfig.from_dict(read_checkpoint(CHAMPIONS[name])["extra"]["config"]["sim"]))
+
+
 @pytest.mark.parametrize("name", list(CHAMPIONS))
 def test_every_champion_is_a_small_policy_only_file_of_the_current_layout(name: str) -> None:
     path = CHAMPIONS[name]
     assert path.parent == ROOT / "agents" / "champions" and path.is_file() and path.stem == name
-    assert path.stat().st_size < 400_000  # the policy alone: a 128×128 actor-critic is ~230 KB
+    assert path.stat().st_size < 400_000  # the policy alone: a 128×128 actor-critic is ~230–330 KB
     state = read_checkpoint(path)
     assert state["kind"] == "policy"
     assert not {"optimizer", "rng", "shuffle_rng", "config"} & set(state)
-    assert state["obs_layout"] == LAYOUT.metadata()
+    assert state["obs_layout"] == own_layout(name).metadata()
     assert state["extra"]["agent_steps"] > 0
     assert "learn_league.py" in state["extra"]["note"]
     assert all(t.dtype in (torch.float32, torch.float64, torch.int64) for t in state["model"].values())
@@ -57,12 +63,13 @@ def test_every_champion_is_a_small_policy_only_file_of_the_current_layout(name: 
 
 @pytest.mark.parametrize("name", list(CHAMPIONS))
 def test_every_champion_flies_by_name_with_its_packaged_weights(name: str) -> None:
-    agent = build_agent(name, 4, LAYOUT, seed=3, deterministic=True)
+    layout = own_layout(name)
+    agent = build_agent(name, 4, layout, seed=3, deterministic=True)
     assert isinstance(agent, PolicyAgent)
     policy = load_policy(CHAMPIONS[name])
     for mine, packaged in zip(agent.policy.state_dict().values(), policy.state_dict().values(), strict=True):
         assert torch.equal(mine, packaged)
-    obs = torch.randn(4, LAYOUT.size)
+    obs = torch.randn(4, layout.size)
     assert torch.equal(agent.act(obs), policy.act(obs, deterministic=True)[0])
 
 
@@ -200,3 +207,21 @@ def test_midrange_flies_the_champion_where_it_can_and_crank_elsewhere(options: d
         with pytest.raises(ValueError) as err:
             gymnasium.make("Midrange-v0", opponent="ace", **options)
         assert "\n" not in str(err.value) and str(err.value).startswith(f"Midrange-v0 opponent 'ace': checkpoint {ACE} ")
+
+
+def test_ace3_flies_the_sim_it_knows_by_name_and_is_refused_by_the_default_in_one_line() -> None:
+    """``ace3`` reads the reach block and a trace: the evaluator and the cockpit give it that
+    simulator by its name (the others read the frame before them), ``Midrange-v0`` without them
+    refuses it."""
+    assert trained_sim_config(["ace2", "crank"]) == SimConfig().rules_start()
+    config = trained_sim_config(["ace3", "ace2", "crank"])
+    assert config.obs_reach and config.obs_trace_s == 20.0
+    check_entrants(["ace3", "ace2", "ace", "crank"], config, "cpu")
+    env = gymnasium.make("Midrange-v0", opponent="ace3", obs_reach=True, obs_trace_s=20.0)
+    assert isinstance(env.unwrapped.opponent, PolicyAgent)  # type: ignore[attr-defined]
+    assert env.reset(seed=0)[0].shape == (own_layout("ace3").size,)
+    with pytest.raises(ValueError) as err:
+        gymnasium.make("Midrange-v0", opponent="ace3")
+    assert "\n" not in str(err.value)
+    assert str(err.value).startswith(f"Midrange-v0 opponent 'ace3': checkpoint {CHAMPIONS['ace3']} was trained on "
+                                     "another observation layout")

@@ -22,6 +22,7 @@ from learner import ActionSpec, ActorCritic
 from pipeline.config import resolve
 from pipeline.config.flags import parse_config
 from pipeline.config.specs import build_agent, make_reward
+from pipeline.evaluation.entrants import trained_sim_config
 from pipeline.transport.ring import RolloutRing
 from sim import BatchedSim, ObsLayout, SimConfig
 from sim.device import HostTraffic
@@ -88,8 +89,10 @@ AGENTS = [*AGENT_NAMES, *(f"{PREFIX}{t}" for t in TACTICS)]
 
 @pytest.mark.parametrize("name", AGENTS)
 def test_every_agent_acts_on_the_device_without_host_traffic(name):
-    agent = build_agent(name, 8, LAYOUT, META, sim_config=CFG)
-    obs = torch.zeros(8, LAYOUT.size, device=META)
+    cfg = trained_sim_config([name])  # a champion's own (ace3 reads the reach block and a trace), else the default
+    layout = ObsLayout.from_config(cfg)
+    agent = build_agent(name, 8, layout, META, sim_config=cfg)
+    obs = torch.zeros(8, layout.size, device=META)
     agent.act(obs)  # the first call may move tables
     assert _traffic(lambda: agent.act(obs)) == []
 

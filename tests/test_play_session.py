@@ -319,3 +319,35 @@ def test_a_page_that_leaves_lets_go_of_its_seat_and_controls():
     assert (red.controls.rudder, red.controls.throttle, red.controls.seq) == (0.0, 1.0, 3)
     assert {"type": "error", "message": "error: seat red is taken by another viewer"} in messages
     assert messages[-1] == {"type": "seats", "held": ["red"]}
+
+
+def test_the_page_offers_the_champions_and_ace3_gets_the_sim_it_knows():
+    """The agents a page offers include the packaged champions; choosing ``ace3``, which reads
+    the reach block and a trace, sets the fight up on that simulator (the other seat reads the
+    frame before them)."""
+    pytest.importorskip("aiohttp")
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from agents.champions import CHAMPIONS
+    from pipeline.play.server import PlayServer
+
+    server = PlayServer(Session(build_lineup("human", "straight", "head_on")))
+    assert not server.session.lineup.config.obs_reach
+
+    async def main() -> dict:
+        async with TestClient(TestServer(server.app())) as client:
+            ws = await client.ws_connect("/ws")
+            while (hello := await ws.receive_json(timeout=60))["type"] != "hello":
+                pass
+            await ws.send_json({"type": "choose", "red": "ace2", "blue": "ace3", "scenario": "head_on"})
+            for _ in range(6000):
+                if server.session.lineup.specs == ("ace2", "ace3"):
+                    break
+                await asyncio.sleep(0.01)
+            return hello
+
+    hello = asyncio.run(main())
+    assert set(CHAMPIONS) <= set(hello["agents"]) and {"ace", "ace2", "ace3"} <= set(CHAMPIONS)
+    config = server.session.lineup.config
+    assert server.session.lineup.specs == ("ace2", "ace3")
+    assert config.obs_reach and config.obs_trace_s == 20.0

@@ -37,6 +37,21 @@ the seventh, ``skate`` (``ace``: 33 %); against ``ace`` itself it draws 94.5 % o
 It is the best of three seeds of its command: seeds 1 and 2 won 87.5–97.0 % against ``crank``,
 42–54 % against the weakest held-out tactic, and their strongest exploiters 92.5–95.3 % (bench/RESULTS.md,
 "The same recipe on two more seeds").
+
+``ace3``, ``ace3.pt``: the fighter of ``--recipe pressed`` on seed 6, taught its flying by
+``ace`` for three quarters of the run (the best of that recipe's four seeds, not what the recipe
+gives)::
+
+    python bench/learn_league.py --recipe pressed --seed 6 --run-dir RUN
+    python bench/package_champion.py RUN --name ace3
+
+It reads the reach block and a 20-second trace (``sim.obs_reach = true``, ``sim.obs_trace_s =
+20``), so it flies only a simulator with both: the evaluator and the cockpit give it its own
+(``pipeline.evaluation.entrants.trained_sim_config``), a simulator without them refuses it in one
+line. Its evaluation table is in bench/RESULTS.md, "The champion ace3": 99.7 % against
+``crank``, 92.9 % against ``random`` (every loss to a ``random`` missile at short range), 88–100 %
+against all seven held-out tactics (``skate`` 88.2 %, ``herd`` 89.7 %); the strongest of three
+fresh learners trained against it wins 33 % of its fights.
 """
 
 from __future__ import annotations
@@ -46,5 +61,6 @@ from pathlib import Path
 CHAMPIONS: dict[str, Path] = {
     "ace": Path(__file__).with_name("ace.pt"),
     "ace2": Path(__file__).with_name("ace2.pt"),
+    "ace3": Path(__file__).with_name("ace3.pt"),
 }
 """The packaged policy file of each champion, by name."""

@@ -94,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--time-scale", type=float, help="sim time per decision relative to default")
     p.add_argument("--opponent", help="opponent: league (the default: self-play against past "
                    "selves and scripted anchors), or one of straight, pursuit, shooter, crank, "
-                   "random, the champions ace and ace2, a tactic such as tactic:skate (docs/tactics.md), a checkpoint "
+                   "random, the champions ace, ace2 and ace3, a tactic such as tactic:skate (docs/tactics.md), a checkpoint "
                    "path or package.module:Class")
     p.add_argument("--reward", help="reward: zero, outcome, shaped, draw, wasted, closing, hunt, a "
                    "weighted sum such as shaped+-0.5*draw, or package.module:Class")

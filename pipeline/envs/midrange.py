@@ -46,7 +46,7 @@ observations of another layout than its own): the strongest scripted agent, whic
 DEFAULT_REWARD = "outcome"
 """Red's reward unless told otherwise: +1 win, −1 loss, 0 otherwise."""
 
-SPEC_KINDS = ("a scripted name (straight, pursuit, shooter, crank, random), a champion (ace, ace2), a checkpoint "
+SPEC_KINDS = ("a scripted name (straight, pursuit, shooter, crank, random), a champion (ace, ace2, ace3), a checkpoint "
               "(.pt file, checkpoints folder or run directory) or 'package.module:factory'")
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from agents.champions import CHAMPIONS
 from learner.checkpoint import list_checkpoints, read_checkpoint, resolve_checkpoint_path
 from pipeline.config.specs import build_agent
 from pipeline.league.state import STATE_FILE, read_state
@@ -42,7 +43,7 @@ def check_entrants(specs: list[str], sim_config: SimConfig, device: str) -> None
 
 def trained_sim_config(specs: list[str]) -> SimConfig:
     """The simulator the checkpoints among ``specs`` were trained on (their run's ``[sim]``
-    section), so that a policy trained with, say, ``sim.obs_reach = true`` is judged on the sim
+    section; a champion's name counts as its packaged file), so that a policy trained with, say, ``sim.obs_reach = true`` is judged on the sim
     it knows, with the rules' start (``SimConfig.rules_start``: no training curriculum); the
     default ``SimConfig`` when none is a checkpoint. Checkpoints trained on
     different sims cannot meet in one match: a ``ValueError`` names two of them. Past frames
@@ -57,7 +58,7 @@ def trained_sim_config(specs: list[str]) -> SimConfig:
     history, reach = 0, False
     for spec in specs:
         try:
-            path = resolve_checkpoint_path(spec)
+            path = CHAMPIONS[spec] if spec in CHAMPIONS else resolve_checkpoint_path(spec)
         except ValueError:
             continue  # a scripted name or an import path
         sim = ((read_checkpoint(path).get("extra") or {}).get("config") or {}).get("sim")

@@ -22,6 +22,7 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from agents.champions import CHAMPIONS
 from agents.registry import SCRIPTED
 from core.command import squeezed
 from pipeline.play.follow import Follower
@@ -272,7 +273,7 @@ class PlayServer:
     def _hello(self, viewer: Viewer) -> dict[str, Any]:
         cfg = self.session.lineup.config
         return {"type": "hello", "step_s": PLAY_STEP_S, "arena_half_width_m": cfg.arena_half_width_m,
-                "scenarios": list(SCENARIOS), "agents": ["human", *SCRIPTED],
+                "scenarios": list(SCENARIOS), "agents": ["human", *SCRIPTED, *CHAMPIONS],
                 "lineup": {"red": self.session.lineup.specs[0], "blue": self.session.lineup.specs[1],
                            "scenario": self.session.lineup.scenario},
                 "choose_any": viewer.local, "held": sorted(viewer.held)}
@@ -339,7 +340,7 @@ class PlayServer:
 
     async def _choose(self, viewer: Viewer, red: str, blue: str, scenario: str) -> None:
         if not viewer.local:
-            allowed = {"human", *SCRIPTED, *self.started_specs}
+            allowed = {"human", *SCRIPTED, *CHAMPIONS, *self.started_specs}
             for spec in (red, blue):
                 if spec not in allowed:
                     raise ProtocolError(f"agent {spec!r} refused: a viewer on another machine may choose "
