@@ -17,12 +17,14 @@ from sim.batched import SimObserver
 
 
 def parse_fight_args(doc: str, argv: list[str] | None, opponents: str, starts: int,
-                     seed: int) -> tuple[argparse.Namespace, list[str]]:
+                     seed: int, teacher: bool = False) -> tuple[argparse.Namespace, list[str]]:
     """``--agent``, ``--opponents``, ``--starts``, ``--seed`` and ``--quick`` (32 starts), with
-    the given defaults; the parsed arguments and the opponents as a list. A bad value exits
-    with argparse's usage error (status 2)."""
+    the given defaults, and with ``teacher`` a required ``--teacher``; the parsed arguments and
+    the opponents as a list. A bad value exits with argparse's usage error (status 2)."""
     parser = argparse.ArgumentParser(description=doc.split("\n")[0])
     parser.add_argument("--agent", required=True, help="checkpoint, run directory, scripted name or module:Class")
+    if teacher:
+        parser.add_argument("--teacher", required=True, help="the agent whose most likely actions are compared")
     parser.add_argument("--opponents", default=opponents, help="comma-separated opponents")
     parser.add_argument("--starts", type=int, default=starts,
                         help="random starts per opponent (each played from both sides)")
