@@ -42,17 +42,18 @@ def check_entrants(specs: list[str], sim_config: SimConfig, device: str) -> None
 
 
 def trained_sim_config(specs: list[str]) -> SimConfig:
-    """The simulator the checkpoints among ``specs`` were trained on (their run's ``[sim]``
-    section; a champion's name counts as its packaged file), so that a policy trained with, say,
+    """The simulator the checkpoints among ``specs`` were trained on (their run's ``[sim]`` section;
+    a champion's name counts as its packaged file), so that a policy trained with, say,
     ``sim.obs_reach = true`` is judged on the sim it knows, with the rules' start
-    (``SimConfig.rules_start``: no training curriculum); the default ``SimConfig`` when none is
-    a checkpoint. Checkpoints trained on different sims cannot meet in one match: a ``ValueError`` names two of them. Past frames
-    (``obs_history``) do not count as a difference: the sim keeps the most any of them reads,
-    and a network with fewer reads the first frames (``ObsLayout.frames_prefix``). Nor does a
-    trace (``obs_trace_s``) between a checkpoint with one and checkpoints without: the sim keeps
-    it and those read the frame before it; two different time constants cannot meet. Nor does
-    the reach block (``obs_reach``) between a checkpoint with it and one without: the sim has it
-    and that one reads the frame before the block, if it has no memory of its own."""
+    (``SimConfig.rules_start``: no training curriculum); the default ``SimConfig`` when none is a
+    checkpoint. Checkpoints trained on different sims cannot meet in one match: a ``ValueError``
+    names two of them. Past frames (``obs_history``) do not count as a difference: the sim keeps the
+    most any of them reads, and a network with fewer reads the first frames
+    (``ObsLayout.frames_prefix``). Nor does a trace (``obs_trace_s``) between a checkpoint with one
+    and checkpoints without: the sim keeps it and those read the frame before it; two different time
+    constants cannot meet. Nor does the reach block (``obs_reach``) between a checkpoint with it and
+    one without: the sim has it and that one reads the frame before the block, if it has no memory
+    of its own."""
     found: dict[SimConfig, str] = {}
     traces: dict[float, str] = {}
     history, reach = 0, False
