@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents.base import BaseAgent
 from bench.fights import parse_fight_args
+from core.command import run_command
 from pipeline.config.specs import build_agent
 from pipeline.evaluation.entrants import trained_sim_config
 from sim import BatchedSim
@@ -98,4 +99,4 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
 
 
 if __name__ == "__main__":
-    main()
+    run_command(main, sys.argv[1:])  # a spec that builds no agent: one line, exit 2

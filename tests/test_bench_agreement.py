@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 import torch
 
 from pipeline.config.specs import build_agent
 from pipeline.evaluation.matches import play_first_episodes
 from sim import BatchedSim, SimConfig
-from tests.bench_scripts import load_bench
+from tests.bench_scripts import BENCH, load_bench
 
 
 def test_a_fighter_agrees_with_itself_at_every_decision_of_every_fight():
@@ -53,3 +56,11 @@ def test_bad_arguments_are_refused(argv, capsys):
     with pytest.raises(SystemExit) as exc:
         agreement.main(argv)
     assert exc.value.code == 2
+
+
+def test_a_teacher_that_builds_no_agent_is_one_line_and_exit_2():
+    proc = subprocess.run([sys.executable, str(BENCH / "agreement.py"), "--agent", "crank", "--teacher", "nosuch",
+                           "--quick"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("error: unknown agent 'nosuch'") and proc.stderr.count("\n") == 1
+    assert proc.stdout == ""
