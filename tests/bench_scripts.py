@@ -18,3 +18,13 @@ def load_bench(name: str) -> ModuleType:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def exit_code(name: str, argv: list[str]) -> int | str | None:
+    """The exit code ``bench/NAME.py``'s ``main(argv)`` raises ``SystemExit`` with (argparse's
+    usage error: 2); an ``AssertionError`` if it returns instead."""
+    try:
+        load_bench(name).main(argv)
+    except SystemExit as exc:
+        return exc.code
+    raise AssertionError(f"bench/{name}.py ran {argv} to the end")

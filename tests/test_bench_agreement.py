@@ -11,7 +11,7 @@ import torch
 from pipeline.config.specs import build_agent
 from pipeline.evaluation.matches import play_first_episodes
 from sim import BatchedSim, SimConfig
-from tests.bench_scripts import BENCH, load_bench
+from tests.bench_scripts import BENCH, exit_code, load_bench
 
 
 def test_a_fighter_agrees_with_itself_at_every_decision_of_every_fight():
@@ -52,10 +52,7 @@ def test_a_teacher_that_never_fires_is_not_followed_on_fire_and_the_result_line_
 @pytest.mark.parametrize("argv", [["--agent", "crank"],
                                   ["--agent", "crank", "--teacher", "pursuit", "--starts", "0"]])
 def test_bad_arguments_are_refused(argv, capsys):
-    agreement = load_bench("agreement")
-    with pytest.raises(SystemExit) as exc:
-        agreement.main(argv)
-    assert exc.value.code == 2
+    assert exit_code("agreement", argv) == 2
 
 
 def test_a_teacher_that_builds_no_agent_is_one_line_and_exit_2():

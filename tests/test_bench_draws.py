@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sim import SimConfig
-from tests.bench_scripts import load_bench
+from tests.bench_scripts import exit_code, load_bench
 
 
 def test_two_fighters_that_never_fire_draw_at_the_time_limit_fully_armed(capsys):
@@ -38,10 +38,7 @@ def test_the_counts_add_up_and_reach_the_result_line(capsys):
 @pytest.mark.parametrize("argv", [["--agent", "pursuit", "--starts", "0"],
                                   ["--agent", "pursuit", "--opponents", " , "]])
 def test_bad_arguments_are_refused(argv, capsys):
-    draws = load_bench("draws")
-    with pytest.raises(SystemExit) as exc:
-        draws.main(argv)
-    assert exc.value.code == 2
+    assert exit_code("draws", argv) == 2
 
 
 def test_quick_plays_32_starts_per_opponent(capsys):

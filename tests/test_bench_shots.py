@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.bench_scripts import load_bench
+from tests.bench_scripts import exit_code, load_bench
 
 
 def test_fighters_that_never_fire_log_no_launch_and_draw_at_the_time_limit(capsys):
@@ -34,10 +34,7 @@ def test_only_the_shooting_side_fires_first_and_the_counts_reach_the_result_line
 @pytest.mark.parametrize("argv", [["--agent", "pursuit", "--starts", "0"],
                                   ["--agent", "pursuit", "--opponents", " , "]])
 def test_bad_arguments_are_refused(argv, capsys):
-    shots = load_bench("shots")
-    with pytest.raises(SystemExit) as exc:
-        shots.main(argv)
-    assert exc.value.code == 2
+    assert exit_code("shots", argv) == 2
 
 
 def test_a_launch_soon_after_the_enemys_is_a_reply_and_one_in_the_same_decision_is_not():
