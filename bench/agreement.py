@@ -31,10 +31,39 @@ from bench.fights import parse_fight_args
 from core.command import run_command
 from pipeline.config.specs import build_agent
 from pipeline.evaluation.entrants import trained_sim_config
+from pipeline.evaluation.matches import play_first_episodes
 from sim import BatchedSim
 
 COMPONENTS = ("rudder", "throttle", "fire")
 """The discrete action's components, in the order of its columns."""
+
+
+class Compared(BaseAgent):
+    """Flies ``flyer`` and, at each of its decisions in an episode not yet over, counts where
+    ``judged``'s and ``taught``'s actions at the same observation agree: ``same`` per action
+    component, ``every`` in all of them, ``decisions`` counted. An episode is over once a reset
+    after the first has named its environment."""
+
+    def __init__(self, flyer: BaseAgent, judged: BaseAgent, taught: BaseAgent):
+        super().__init__(flyer.num_envs, flyer.device, flyer.action_mode)
+        self.flyers = (flyer, judged, taught)
+        self.finished: torch.Tensor | None = None
+        self.same: torch.Tensor | int = 0
+        self.every = self.decisions = 0
+
+    def act(self, obs: torch.Tensor) -> torch.Tensor:
+        flyer, judged, taught = self.flyers
+        assert self.finished is not None, "reset before the first decision"
+        match = (judged.act(obs) == taught.act(obs))[~self.finished]
+        self.same = self.same + match.sum(0)
+        self.every += int(match.all(dim=1).sum())
+        self.decisions += match.shape[0]
+        return flyer.act(obs)
+
+    def reset(self, env_mask: torch.Tensor) -> None:
+        for a in self.flyers:
+            a.reset(env_mask)
+        self.finished = torch.zeros_like(env_mask) if self.finished is None else self.finished | env_mask
 
 
 def agreement(agent: str, teacher: str, opponent: str, starts: int, seed: int) -> tuple[torch.Tensor, int, int]:
@@ -42,7 +71,7 @@ def agreement(agent: str, teacher: str, opponent: str, starts: int, seed: int) -
     the decisions where the agent's and the teacher's most likely actions agree, per action
     component ``[A]``; those where every component agrees; and the decisions counted."""
     config = trained_sim_config([agent, teacher, opponent])
-    same = torch.zeros(0, dtype=torch.int64)
+    same: torch.Tensor | int = 0
     every = decisions = 0
     for agent_side in (0, 1):
         sim = BatchedSim(starts, config, device="cpu", seed=seed)
@@ -51,30 +80,14 @@ def agreement(agent: str, teacher: str, opponent: str, starts: int, seed: int) -
             return build_agent(spec, starts, sim.layout, "cpu", seed=seed * 2 + side, action_mode=config.action_mode,
                                sim_config=config, deterministic=deterministic).eval()
 
-        flyer, enemy = built(agent, agent_side, False), built(opponent, 1 - agent_side, False)
-        judged, taught = built(agent, agent_side, True), built(teacher, agent_side, True)
-        flyers = (flyer, enemy, judged, taught)
+        compared = Compared(built(agent, agent_side, False), built(agent, agent_side, True),
+                            built(teacher, agent_side, True))
+        enemy = built(opponent, 1 - agent_side, False)
         torch.manual_seed(seed * 100_003 + agent_side)
-        finished = torch.zeros(starts, dtype=torch.bool)
-        obs = sim.reset()
-        for a in flyers:
-            a.reset(torch.ones(starts, dtype=torch.bool))
         with torch.no_grad():
-            for _ in range(config.max_decisions + 1):
-                own = obs[:, agent_side]
-                match = (judged.act(own) == taught.act(own))[~finished]
-                same = match.sum(0) if same.numel() == 0 else same + match.sum(0)
-                every += int(match.all(dim=1).sum())
-                decisions += match.shape[0]
-                acts = [flyer.act(own), enemy.act(obs[:, 1 - agent_side])]
-                out = sim.step(torch.stack(acts if agent_side == 0 else acts[::-1], dim=1))
-                finished |= out.done
-                for a in flyers:
-                    a.reset(out.done)
-                obs = out.obs
-                if bool(finished.all()):
-                    break
-        sim.check_errors()
+            play_first_episodes(sim, *((compared, enemy) if agent_side == 0 else (enemy, compared)))
+        same, every, decisions = same + compared.same, every + compared.every, decisions + compared.decisions
+    assert isinstance(same, torch.Tensor)
     return same, every, decisions
 
 
