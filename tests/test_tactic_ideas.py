@@ -24,8 +24,10 @@ from agents.tactics import (
     SniperTactic,
     SwitchTactic,
     TacticAgent,
+    WanderTactic,
 )
 from agents.tactics.switch import SwitchParams
+from agents.tactics.wander import WanderParams
 from sim import BatchedSim, SimConfig
 from sim.kernels import END_REASONS
 from sim.layout import (
@@ -34,7 +36,7 @@ from sim.layout import (
     RANGE_SCALE_M,
     ObsLayout,
 )
-from sim.reach.missile import missile_tables
+from sim.reach.missile import SPENT_SPEED_MPS, missile_tables
 from sim.reach.spacetime import own_reach_straight, own_reach_turning_away
 from tests.test_agents import make_obs
 
@@ -249,7 +251,7 @@ def test_switch_flies_its_members_in_turn_and_each_switch_changes_the_tactic():
     switch = SwitchTactic(16, sim.layout, sim_config=config, seed=4, params=SwitchParams(mean_hold_s=30.0))
     crank = make_agent("crank", 16, sim.layout, sim_config=config)
     assert [m.draw for m in switch.members] == [TRAINING_RANGES[m.name] for m in switch.members]
-    assert {m.name for m in switch.members} == set(TRAINING_RANGES) - {"switch"}  # every other training tactic
+    assert {m.name for m in switch.members} == set(TRAINING_RANGES) - {"switch", "wander"}  # every other idea
     assert (switch.choice[:, 1:] != switch.choice[:, :-1]).all()
     obs, flown, first = sim.reset(), [set() for _ in range(16)], torch.ones(16, dtype=torch.bool)
     for _ in range(150):
@@ -267,3 +269,41 @@ def test_switch_flies_its_members_in_turn_and_each_switch_changes_the_tactic():
     mask = torch.arange(16) % 5 == 0
     switch.reset(mask)
     assert torch.equal((switch.ends_s != ends).any(1), mask) and torch.equal(switch.choice[~mask], choice[~mask])
+
+
+def test_wander_holds_each_segments_turn_closes_in_the_others_and_fires_only_inside_its_reach():
+    # Outside a drag, every decision is the segment's rudder, or pursuit in a closing segment; every
+    # shot is inside launch_fraction of the reach with no own missile in the air. Over 150
+    # decisions both kinds of segment fly and shots go; a reset redraws only the masked schedules.
+    config = SimConfig()
+    sim = BatchedSim(16, config, seed=3)
+    wander = WanderTactic(16, sim.layout, sim_config=config, seed=4, params=WanderParams(mean_hold_s=10.0))
+    crank = make_agent("crank", 16, sim.layout, sim_config=config)
+    share = float(torch.isnan(wander.turn).float().mean())
+    assert 0.35 < share < 0.65  # pursue_share 0.5
+    assert set(wander.turn[~torch.isnan(wander.turn)].unique().tolist()) == {-1.0, 0.0, 1.0}
+    obs, seen_held, seen_closing, shots = sim.reset(), False, False, 0
+    for _ in range(150):
+        own_obs = obs[:, 0]
+        turn = wander.segment_turn(own_obs)
+        tti = wander.threat(own_obs, SPENT_SPEED_MPS)[0]
+        calm = tti >= wander.param("defend_tti_s")
+        own = wander.act(own_obs)
+        held = calm & ~torch.isnan(turn)
+        closing = calm & torch.isnan(turn)
+        assert torch.equal(own[held, 0] - 1, turn[held].long())
+        assert torch.equal(own[closing, 0] - 1, wander.pursuit(own_obs)[closing].long())
+        fired = own[:, 2] == 1
+        assert bool((wander.range_m(own_obs)[fired] <= 0.8 * wander.reach_m(own_obs)[fired] + 1.0).all())
+        assert bool((wander.own_in_flight(own_obs)[fired] == 0).all())
+        seen_held, seen_closing = seen_held or bool(held.any()), seen_closing or bool(closing.any())
+        shots += int(fired.sum())
+        out = sim.step(torch.stack([own, crank.act(obs[:, 1])], 1))
+        obs = out.obs
+        wander.reset(out.done)
+    assert seen_held and seen_closing and shots > 0
+    ends, turn = wander.ends_s.clone(), wander.turn.clone()
+    mask = torch.arange(16) % 5 == 0
+    wander.reset(mask)
+    assert torch.equal((wander.ends_s != ends).any(1), mask)
+    assert torch.equal(wander.turn[~mask].nan_to_num(9.0), turn[~mask].nan_to_num(9.0))

@@ -79,7 +79,8 @@ def test_parameters_are_redrawn_only_on_reset_and_only_for_the_masked_envs(name)
     assert torch.equal(changed, mask)
     assert torch.equal(fixed.values, fixed_before)
     assert agent.generators()
-    assert bool(fixed.generators()) == (name == "switch")  # switch draws its schedule even with fixed parameters
+    # switch and wander draw their schedules even with fixed parameters
+    assert bool(fixed.generators()) == (name in ("switch", "wander"))
 
 
 def test_two_runs_with_one_seed_draw_the_same_episodes():

@@ -43,13 +43,15 @@ from agents.tactics.offence import (
 )
 from agents.tactics.split import HELDOUT, HELDOUT_RANGES, TRAINING, TRAINING_RANGES
 from agents.tactics.switch import SwitchTactic
+from agents.tactics.wander import WanderTactic
 from sim.config import SimConfig
 from sim.layout import ObsLayout
 
 TACTICS: dict[str, type[TacticAgent]] = {
     cls.name: cls
     for cls in (PumpTactic, NotchTactic, DragTactic, EarlyTactic, SniperTactic, LateTactic, LadderTactic,
-                SkateTactic, EnergyTactic, HerdTactic, BluffTactic, ExtendTactic, FleeTactic, SwitchTactic)
+                SkateTactic, EnergyTactic, HerdTactic, BluffTactic, ExtendTactic, FleeTactic, SwitchTactic,
+                WanderTactic)
 }
 """Every tactic by name."""
 
@@ -144,6 +146,7 @@ __all__ = [
     "SniperTactic",
     "SwitchTactic",
     "TacticAgent",
+    "WanderTactic",
     "is_tactic_spec",
     "make_tactic",
     "parse_tactic_spec",

@@ -1,4 +1,4 @@
-"""``switch``: a fighter that changes its mind. It holds every training tactic as a member and,
+"""``switch``: a fighter that changes its mind. It holds every other training idea as a member and,
 in each episode, flies one of them for a while, then another, on a schedule drawn per episode.
 
 A fixed tactic flies one idea from the first second to the last, so a learner can tell from the
@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from agents.base import seeded_generator
-from agents.tactics.base import Ranges, TacticAgent
+from agents.tactics.base import Ranges, TacticAgent, exponential_schedule
 from agents.tactics.defence import (
     Commands,
     DragTactic,
@@ -42,7 +42,8 @@ from sim.layout import ObsLayout
 
 MEMBERS: tuple[type[TacticAgent], ...] = (PumpTactic, DragTactic, LateTactic, EarlyTactic, EnergyTactic,
                                           LadderTactic, BluffTactic, ExtendTactic, FleeTactic)
-"""What ``switch`` flies: every tactic with training ranges, each over them."""
+"""What ``switch`` flies: every tactic with training ranges but itself and ``wander`` (which flies
+no idea to switch to), each over them."""
 
 SEGMENTS = 16
 """Segments per episode: at the shortest documented mean hold (10 s) they cover 160 s on
@@ -92,12 +93,12 @@ class SwitchTactic(TacticAgent):
     def _redraw(self, env_mask: torch.Tensor) -> None:
         super()._redraw(env_mask)
         gen, shape = self._generator, self.ends_s.shape
-        hold = -torch.log1p(-torch.rand(shape, generator=gen, device=self.device)) * self.param("mean_hold_s")[:, None]
+        ends = exponential_schedule(gen, shape, self.param("mean_hold_s"))
         first = torch.randint(0, len(MEMBERS), (shape[0], 1), generator=gen, device=self.device)
         step = torch.randint(1, len(MEMBERS), (shape[0], SEGMENTS - 1), generator=gen, device=self.device)
         choice = torch.cat([first, first + step.cumsum(1)], 1) % len(MEMBERS)
         mask = env_mask.unsqueeze(-1)
-        self.ends_s.copy_(torch.where(mask, hold.cumsum(1), self.ends_s))
+        self.ends_s.copy_(torch.where(mask, ends, self.ends_s))
         self.choice.copy_(torch.where(mask, choice, self.choice))
 
     def reset(self, env_mask: torch.Tensor) -> None:
