@@ -252,7 +252,7 @@ def test_switch_flies_its_members_in_turn_and_each_switch_changes_the_tactic():
     crank = make_agent("crank", 16, sim.layout, sim_config=config)
     assert [m.draw for m in switch.members] == [TRAINING_RANGES[m.name] for m in switch.members]
     assert {m.name for m in switch.members} == set(TRAINING_RANGES) - {"switch", "wander"}  # every other idea
-    assert (switch.choice[:, 1:] != switch.choice[:, :-1]).all()
+    assert (switch.plan[:, 1:] != switch.plan[:, :-1]).all()
     obs, flown, first = sim.reset(), [set() for _ in range(16)], torch.ones(16, dtype=torch.bool)
     for _ in range(150):
         member = switch.member(obs[:, 0])
@@ -265,10 +265,10 @@ def test_switch_flies_its_members_in_turn_and_each_switch_changes_the_tactic():
         obs, first = out.obs, first & ~out.done
         switch.reset(out.done)
     assert sum(len(f) > 1 for f in flown) >= 10  # within each environment's first episode
-    ends, choice = switch.ends_s.clone(), switch.choice.clone()
+    ends, choice = switch.ends_s.clone(), switch.plan.clone()
     mask = torch.arange(16) % 5 == 0
     switch.reset(mask)
-    assert torch.equal((switch.ends_s != ends).any(1), mask) and torch.equal(switch.choice[~mask], choice[~mask])
+    assert torch.equal((switch.ends_s != ends).any(1), mask) and torch.equal(switch.plan[~mask], choice[~mask])
 
 
 def test_wander_holds_each_segments_turn_closes_in_the_others_and_fires_only_inside_its_reach():
@@ -279,13 +279,13 @@ def test_wander_holds_each_segments_turn_closes_in_the_others_and_fires_only_ins
     sim = BatchedSim(16, config, seed=3)
     wander = WanderTactic(16, sim.layout, sim_config=config, seed=4, params=WanderParams(mean_hold_s=10.0))
     crank = make_agent("crank", 16, sim.layout, sim_config=config)
-    share = float(torch.isnan(wander.turn).float().mean())
+    share = float(torch.isnan(wander.plan).float().mean())
     assert 0.35 < share < 0.65  # pursue_share 0.5
-    assert set(wander.turn[~torch.isnan(wander.turn)].unique().tolist()) == {-1.0, 0.0, 1.0}
+    assert set(wander.plan[~torch.isnan(wander.plan)].unique().tolist()) == {-1.0, 0.0, 1.0}
     obs, seen_held, seen_closing, shots = sim.reset(), False, False, 0
     for _ in range(150):
         own_obs = obs[:, 0]
-        turn = wander.segment_turn(own_obs)
+        turn = wander.segment_plan(own_obs)
         tti = wander.threat(own_obs, SPENT_SPEED_MPS)[0]
         calm = tti >= wander.param("defend_tti_s")
         own = wander.act(own_obs)
@@ -302,8 +302,8 @@ def test_wander_holds_each_segments_turn_closes_in_the_others_and_fires_only_ins
         obs = out.obs
         wander.reset(out.done)
     assert seen_held and seen_closing and shots > 0
-    ends, turn = wander.ends_s.clone(), wander.turn.clone()
+    ends, plan = wander.ends_s.clone(), wander.plan.clone()
     mask = torch.arange(16) % 5 == 0
     wander.reset(mask)
     assert torch.equal((wander.ends_s != ends).any(1), mask)
-    assert torch.equal(wander.turn[~mask].nan_to_num(9.0), turn[~mask].nan_to_num(9.0))
+    assert torch.equal(wander.plan[~mask].nan_to_num(9.0), plan[~mask].nan_to_num(9.0))

@@ -240,3 +240,55 @@ class TacticAgent(ScriptedAgent):
         flying = self.own_in_flight(obs) > 0
         rudder = torch.where(flying, self.hold_enemy(obs, crank_angle_deg), self.pursuit(obs))
         return rudder, self.shot(obs, launch_fraction)
+
+
+class ScheduledTactic(TacticAgent):
+    """A tactic whose flying changes on a schedule drawn per episode: :attr:`segments` segments,
+    each lasting a time drawn from an exponential distribution with mean ``mean_hold_s`` (a
+    parameter every subclass has), the last flying to the end, and one value per segment
+    (:attr:`plan`, ``[N, S]`` of :attr:`plan_dtype`) that :meth:`draw_plan` draws and
+    :meth:`segment_plan` reads. The schedule is drawn even with fixed parameters, from the agent's
+    seeded generator: the segment ends first, then the plan. The elapsed time is read from the
+    observation's ``time.time_left``, so it stays a rule of the observation, batched with no host
+    sync and compilable."""
+
+    segments: ClassVar[int]
+    plan_dtype: ClassVar[torch.dtype] = torch.float32
+    ends_s: torch.Tensor
+    """When each segment ends, per environment (s since the episode's start, ``[N, S]``)."""
+    plan: torch.Tensor
+
+    def _place(self) -> None:
+        super()._place()
+        self._generator = seeded_generator(self.device, self.seed)  # the schedule is always drawn
+        if hasattr(self, "plan"):  # moved by to(), keeping each environment's schedule
+            self.ends_s, self.plan = self.ends_s.to(self.device), self.plan.to(self.device)
+        else:
+            self.ends_s = torch.empty(self.num_envs, self.segments, device=self.device)
+            self.plan = torch.empty(self.num_envs, self.segments, dtype=self.plan_dtype, device=self.device)
+
+    def draw_plan(self, generator: torch.Generator) -> torch.Tensor:
+        """A fresh plan for every environment, ``[N, S]`` of :attr:`plan_dtype`, drawn from
+        ``generator`` (only the reset environments' rows are kept)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement draw_plan()")
+
+    def _redraw(self, env_mask: torch.Tensor) -> None:
+        super()._redraw(env_mask)
+        assert self._generator is not None
+        ends = exponential_schedule(self._generator, self.ends_s.shape, self.param("mean_hold_s"))
+        plan = self.draw_plan(self._generator)
+        mask = env_mask.unsqueeze(-1)
+        self.ends_s.copy_(torch.where(mask, ends, self.ends_s))
+        self.plan.copy_(torch.where(mask, plan, self.plan))
+
+    def reset(self, env_mask: torch.Tensor) -> None:
+        """Draw a new schedule (and the parameters where they are random) for the environments
+        where ``env_mask`` is true. In place, with no host read."""
+        self._check_mask(env_mask)
+        self._redraw(env_mask)
+
+    def segment_plan(self, obs: torch.Tensor) -> torch.Tensor:
+        """The plan's value for the segment flying now, per environment (``[N]``)."""
+        elapsed = (1.0 - self.col(obs, "time.time_left")) * self.sim_config.max_time_s
+        segment = (self.ends_s <= elapsed.unsqueeze(-1)).sum(-1).clamp(max=self.segments - 1)
+        return self.plan.gather(1, segment.unsqueeze(-1)).squeeze(-1)

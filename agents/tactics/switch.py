@@ -24,8 +24,7 @@ from typing import Any
 
 import torch
 
-from agents.base import seeded_generator
-from agents.tactics.base import Ranges, TacticAgent, exponential_schedule
+from agents.tactics.base import Ranges, ScheduledTactic, TacticAgent
 from agents.tactics.defence import (
     Commands,
     DragTactic,
@@ -37,7 +36,6 @@ from agents.tactics.defence import (
 from agents.tactics.offence import BluffTactic, EnergyTactic, LadderTactic, LateTactic
 from agents.tactics.split import TRAINING_RANGES
 from sim.config import SimConfig
-from sim.device import canonical_device
 from sim.layout import ObsLayout
 
 MEMBERS: tuple[type[TacticAgent], ...] = (PumpTactic, DragTactic, LateTactic, EarlyTactic, EnergyTactic,
@@ -59,13 +57,16 @@ class SwitchParams:
     switch to another (10–300)."""
 
 
-class SwitchTactic(TacticAgent):
+class SwitchTactic(ScheduledTactic):
     """**Switch tactics mid-fight.** Fly one of the training tactics, then, after a random hold
     (mean ``mean_hold_s``), another, and so on (see the module docstring)."""
 
     name = "switch"
     params_type = SwitchParams
     ranges = MappingProxyType({"mean_hold_s": (10.0, 300.0)})
+    segments = SEGMENTS
+    plan_dtype = torch.int64
+    """The plan: which member each segment flies (an index into :data:`MEMBERS`)."""
 
     def __init__(
         self,
@@ -81,39 +82,25 @@ class SwitchTactic(TacticAgent):
         # Each member draws its parameters from its own generator, seeded apart from the schedule's.
         self.members = [cls(num_envs, layout, device, action_mode, sim_config, seed + 1 + i,
                             draw=TRAINING_RANGES[cls.name]) for i, cls in enumerate(MEMBERS)]
-        place = canonical_device(device)
-        self.ends_s = torch.empty(num_envs, SEGMENTS, device=place)
-        self.choice = torch.empty(num_envs, SEGMENTS, dtype=torch.int64, device=place)
         super().__init__(num_envs, layout, device, action_mode, sim_config, seed, params, draw)
 
-    def _place(self) -> None:
-        super()._place()
-        self._generator = seeded_generator(self.device, self.seed)  # the schedule is always drawn
-
-    def _redraw(self, env_mask: torch.Tensor) -> None:
-        super()._redraw(env_mask)
-        gen, shape = self._generator, self.ends_s.shape
-        ends = exponential_schedule(gen, shape, self.param("mean_hold_s"))
-        first = torch.randint(0, len(MEMBERS), (shape[0], 1), generator=gen, device=self.device)
-        step = torch.randint(1, len(MEMBERS), (shape[0], SEGMENTS - 1), generator=gen, device=self.device)
-        choice = torch.cat([first, first + step.cumsum(1)], 1) % len(MEMBERS)
-        mask = env_mask.unsqueeze(-1)
-        self.ends_s.copy_(torch.where(mask, ends, self.ends_s))
-        self.choice.copy_(torch.where(mask, choice, self.choice))
+    def draw_plan(self, generator: torch.Generator) -> torch.Tensor:
+        """A member per segment, uniform for the first, then always another than the one before."""
+        n = self.num_envs
+        first = torch.randint(0, len(MEMBERS), (n, 1), generator=generator, device=self.device)
+        step = torch.randint(1, len(MEMBERS), (n, SEGMENTS - 1), generator=generator, device=self.device)
+        return torch.cat([first, first + step.cumsum(1)], 1) % len(MEMBERS)
 
     def reset(self, env_mask: torch.Tensor) -> None:
         """Draw a new schedule (and ``mean_hold_s`` where it is random) and new member
         parameters for the environments where ``env_mask`` is true. In place, with no host read."""
-        self._check_mask(env_mask)
-        self._redraw(env_mask)
+        super().reset(env_mask)
         for member in self.members:
             member.reset(env_mask)
 
     def member(self, obs: torch.Tensor) -> torch.Tensor:
         """Which member flies now, per environment (int64 ``[N]``, an index into :data:`MEMBERS`)."""
-        elapsed = (1.0 - self.col(obs, "time.time_left")) * self.sim_config.max_time_s
-        segment = (self.ends_s <= elapsed.unsqueeze(-1)).sum(-1).clamp(max=SEGMENTS - 1)
-        return self.choice.gather(1, segment.unsqueeze(-1)).squeeze(-1)
+        return self.segment_plan(obs)
 
     def commands(self, obs: torch.Tensor) -> Commands:
         """The commands of the member flying now."""
@@ -136,6 +123,5 @@ class SwitchTactic(TacticAgent):
         """Move to ``device`` with the members, keeping each environment's schedule."""
         for member in self.members:
             member.to(device)
-        self.ends_s, self.choice = self.ends_s.to(device), self.choice.to(device)
         super().to(device)
         return self
