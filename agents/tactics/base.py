@@ -257,6 +257,8 @@ class ScheduledTactic(TacticAgent):
     ends_s: torch.Tensor
     """When each segment ends, per environment (s since the episode's start, ``[N, S]``)."""
     plan: torch.Tensor
+    """One value per segment, per environment (``[N, S]``): what the segment flies, as each
+    subclass reads it."""
 
     def _place(self) -> None:
         super()._place()
