@@ -269,14 +269,14 @@ class ScheduledTactic(TacticAgent):
             self.ends_s = torch.empty(self.num_envs, self.segments, device=self.device)
             self.plan = torch.empty(self.num_envs, self.segments, dtype=self.plan_dtype, device=self.device)
 
-    def draw_plan(self, generator: torch.Generator) -> torch.Tensor:
+    def draw_plan(self, generator: torch.Generator | None) -> torch.Tensor:
         """A fresh plan for every environment, ``[N, S]`` of :attr:`plan_dtype`, drawn from
-        ``generator`` (only the reset environments' rows are kept)."""
+        ``generator`` (only the reset environments' rows are kept; None, on a device with no
+        generator such as ``meta``: the default one)."""
         raise NotImplementedError(f"{type(self).__name__} must implement draw_plan()")
 
     def _redraw(self, env_mask: torch.Tensor) -> None:
         super()._redraw(env_mask)
-        assert self._generator is not None
         ends = exponential_schedule(self._generator, self.ends_s.shape, self.param("mean_hold_s"))
         plan = self.draw_plan(self._generator)
         mask = env_mask.unsqueeze(-1)

@@ -84,7 +84,7 @@ class SwitchTactic(ScheduledTactic):
                             draw=TRAINING_RANGES[cls.name]) for i, cls in enumerate(MEMBERS)]
         super().__init__(num_envs, layout, device, action_mode, sim_config, seed, params, draw)
 
-    def draw_plan(self, generator: torch.Generator) -> torch.Tensor:
+    def draw_plan(self, generator: torch.Generator | None) -> torch.Tensor:
         """A member per segment, uniform for the first, then always another than the one before."""
         n = self.num_envs
         first = torch.randint(0, len(MEMBERS), (n, 1), generator=generator, device=self.device)

@@ -60,7 +60,7 @@ class WanderTactic(ScheduledTactic):
 
     segments = SEGMENTS  # its plan: the rudder each segment holds, NaN where it closes on the enemy
 
-    def draw_plan(self, generator: torch.Generator) -> torch.Tensor:
+    def draw_plan(self, generator: torch.Generator | None) -> torch.Tensor:
         """Per segment a rudder from {−1, 0, +1}, or NaN (close on the enemy) with probability
         ``pursue_share``."""
         shape = (self.num_envs, SEGMENTS)
