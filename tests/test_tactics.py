@@ -20,6 +20,7 @@ from agents.tactics import (
     PumpTactic,
     parse_tactic_spec,
 )
+from agents.tactics.base import ScheduledTactic
 from pipeline.config.errors import ConfigError
 from pipeline.config.sections import LeagueConfig
 from pipeline.config.validation import check_agent_spec
@@ -79,8 +80,8 @@ def test_parameters_are_redrawn_only_on_reset_and_only_for_the_masked_envs(name)
     assert torch.equal(changed, mask)
     assert torch.equal(fixed.values, fixed_before)
     assert agent.generators()
-    # switch and wander draw their schedules even with fixed parameters
-    assert bool(fixed.generators()) == (name in ("switch", "wander"))
+    # a scheduled tactic (switch, wander) draws its schedule even with fixed parameters
+    assert bool(fixed.generators()) == issubclass(TACTICS[name], ScheduledTactic)
 
 
 def test_two_runs_with_one_seed_draw_the_same_episodes():

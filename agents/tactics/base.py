@@ -55,15 +55,6 @@ def hold_at_angle(bearing_sin: torch.Tensor, bearing_cos: torch.Tensor, angle_de
     return torch.where(off_nose > target + band, side, torch.where(off_nose < target - band, -side, 0.0 * side))
 
 
-def exponential_schedule(generator: torch.Generator | None, shape: torch.Size | tuple[int, int],
-                         mean_s: torch.Tensor) -> torch.Tensor:
-    """The end times (s) of ``shape[1]`` segments per environment, each lasting a time drawn from
-    an exponential distribution with mean ``mean_s`` (``[N]``, one per environment): ``[N, S]``,
-    increasing along each row. Drawn on ``mean_s``'s device with no host read."""
-    u = torch.rand(shape, generator=generator, device=mean_s.device)
-    return (-torch.log1p(-u) * mean_s[:, None]).cumsum(1)
-
-
 def check_ranges(params_type: type, full: Ranges, ranges: Ranges, who: str) -> None:
     """Raise ``ValueError`` unless every range names a parameter of ``params_type``, is ordered
     and lies inside that parameter's documented range in ``full``."""
@@ -277,7 +268,8 @@ class ScheduledTactic(TacticAgent):
 
     def _redraw(self, env_mask: torch.Tensor) -> None:
         super()._redraw(env_mask)
-        ends = exponential_schedule(self._generator, self.ends_s.shape, self.param("mean_hold_s"))
+        hold = torch.rand(self.ends_s.shape, generator=self._generator, device=self.device)
+        ends = (-torch.log1p(-hold) * self.param("mean_hold_s")[:, None]).cumsum(1)  # exponential holds
         plan = self.draw_plan(self._generator)
         mask = env_mask.unsqueeze(-1)
         self.ends_s.copy_(torch.where(mask, ends, self.ends_s))
