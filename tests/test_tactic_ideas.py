@@ -21,6 +21,7 @@ from agents.tactics import (
     LateTactic,
     NotchTactic,
     PumpTactic,
+    ReplyTactic,
     SniperTactic,
     SwitchTactic,
     TacticAgent,
@@ -133,6 +134,25 @@ def test_bluff_fires_from_outside_the_reach_and_keeps_its_reserve_for_a_real_sho
     assert BluffTactic(3, LAYOUT).act(reserve)[:, 2].tolist() == [0, 0, 1]
 
 
+def test_reply_answers_a_live_inbound_missile_from_farther_than_it_fires_first():
+    tables = missile_tables(SimConfig()).to("cpu", torch.float32)
+    reach = float(own_reach_straight(make_obs(1), LAYOUT, tables))
+    ranges = [0.6 * reach, 0.8 * reach, 0.95 * reach, 1.1 * reach]
+    # Nothing inbound: only the shot deep inside the reach (its default 0.7 of it) goes.
+    quiet = make_obs(4, enemy__range=[r / RANGE_SCALE_M for r in ranges])
+    assert ReplyTactic(4, LAYOUT).act(quiet)[:, 2].tolist() == [1, 0, 0, 0]
+    # An enemy missile far off (60 s to impact, no need to defend yet), seen dead ahead: every
+    # shot inside the reach (its default reply_fraction 1.0) answers it, the one beyond does not.
+    far = inbound([0.0] * 4, range_m=48_000.0, closing_mps=800.0)
+    answered = ReplyTactic(4, LAYOUT).act(make_obs(4, enemy__range=[r / RANGE_SCALE_M for r in ranges], **far))
+    assert answered[:, 2].tolist() == [1, 1, 1, 0]
+    assert rudder(answered) == [0, 0, 0, 0]  # still pointing at the enemy, not yet defending
+    # A spent missile is no threat and asks no answer.
+    spent = inbound([0.0] * 4, range_m=48_000.0, speed_mps=250.0)
+    quiet_again = ReplyTactic(4, LAYOUT).act(make_obs(4, enemy__range=[r / RANGE_SCALE_M for r in ranges], **spent))
+    assert quiet_again[:, 2].tolist() == [1, 0, 0, 0]
+
+
 def test_energy_keeper_turns_less():
     obs = make_obs(1, enemy__bearing_cos=[math.cos(math.radians(6))],
                    enemy__bearing_sin=[math.sin(math.radians(6))])
@@ -210,6 +230,23 @@ def test_ladder_has_two_missiles_in_the_air_and_skate_leaves_after_its_shot():
     assert ladder_two and skate_away
 
 
+def test_reply_fires_back_within_seconds_of_the_shooters_launch_in_the_simulator():
+    # Head on from 80 km against the shooter (which fires once in reach): reply holds its first
+    # shot for deeper inside the reach, so in every environment the shooter fires first and
+    # reply's first launch follows it within a few seconds (a decision is 0.5 s).
+    config = SimConfig(scenario="head_on", head_on_separation_m=80_000.0)
+    first: dict[str, list[int]] = {"red": [-1] * 8, "blue": [-1] * 8}
+    for step, (_, _, out) in enumerate(_duel("tactic:reply", "shooter", 8, 200, config)):
+        for side, who in ((0, "red"), (1, "blue")):
+            for env in out.launches[:, side].nonzero().flatten().tolist():
+                if first[who][env] < 0:
+                    first[who][env] = step
+        if min(first["red"]) >= 0 or bool(out.done.any()):
+            break
+    assert min(first["blue"]) >= 0 and min(first["red"]) >= 0
+    assert all(0 < red - blue <= 10 for red, blue in zip(first["red"], first["blue"], strict=True))
+
+
 def _most_in_flight(herd: HerdTactic) -> int:
     """The most own missiles ``herd`` (red) has in the air at once, head on against ``straight``."""
     most = 0
@@ -251,7 +288,8 @@ def test_switch_flies_its_members_in_turn_and_each_switch_changes_the_tactic():
     switch = SwitchTactic(16, sim.layout, sim_config=config, seed=4, params=SwitchParams(mean_hold_s=30.0))
     crank = make_agent("crank", 16, sim.layout, sim_config=config)
     assert [m.draw for m in switch.members] == [TRAINING_RANGES[m.name] for m in switch.members]
-    assert {m.name for m in switch.members} == set(TRAINING_RANGES) - {"switch", "wander"}  # every other idea
+    # every idea of its day (reply came later and is left out, so that switch's draws replay)
+    assert {m.name for m in switch.members} == set(TRAINING_RANGES) - {"switch", "wander", "reply"}
     assert (switch.plan[:, 1:] != switch.plan[:, :-1]).all()
     obs, flown, first = sim.reset(), [set() for _ in range(16)], torch.ones(16, dtype=torch.bool)
     for _ in range(150):

@@ -38,6 +38,7 @@ from agents.tactics.offence import (
     HerdTactic,
     LadderTactic,
     LateTactic,
+    ReplyTactic,
     SkateTactic,
     SniperTactic,
 )
@@ -51,7 +52,7 @@ TACTICS: dict[str, type[TacticAgent]] = {
     cls.name: cls
     for cls in (PumpTactic, NotchTactic, DragTactic, EarlyTactic, SniperTactic, LateTactic, LadderTactic,
                 SkateTactic, EnergyTactic, HerdTactic, BluffTactic, ExtendTactic, FleeTactic, SwitchTactic,
-                WanderTactic)
+                WanderTactic, ReplyTactic)
 }
 """Every tactic by name."""
 
@@ -142,6 +143,7 @@ __all__ = [
     "LateTactic",
     "NotchTactic",
     "PumpTactic",
+    "ReplyTactic",
     "SkateTactic",
     "SniperTactic",
     "SwitchTactic",

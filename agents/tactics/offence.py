@@ -1,6 +1,6 @@
 """Tactics built around when and how to shoot: no-escape shots, late shots, two-shot ladders,
-launch-and-leave, keeping energy by turning less, long shots that herd, and bluffs from outside
-the reach.
+launch-and-leave, keeping energy by turning less, long shots that herd, bluffs from outside the
+reach, and an answer to every shot.
 
 Each is a :class:`~agents.tactics.base.TacticAgent`; see :mod:`agents.tactics.defence` for the
 terms. All of them drag (put dead behind, full throttle) a live inbound missile whose time to
@@ -15,6 +15,7 @@ from types import MappingProxyType
 import torch
 
 from agents.tactics.base import TacticAgent
+from sim.reach.missile import SPENT_SPEED_MPS
 
 Commands = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
@@ -244,3 +245,40 @@ class BluffTactic(TacticAgent):
                                      max_in_flight=torch.floor(self.param("max_in_flight"))),
                            self.shot(obs, self.param("launch_fraction")))
         return rudder, torch.ones_like(rudder), fire & ~threatened
+
+
+@dataclass(frozen=True)
+class ReplyParams:
+    """Parameters of ``reply``."""
+
+    reply_fraction: float = 1.0
+    """Fire back, with a live enemy missile inbound, from up to this multiple of the reach against
+    the enemy flying straight (0.8–1.3)."""
+    launch_fraction: float = 0.7
+    """With nothing inbound, fire first only at this fraction of the reach (0.5–0.9)."""
+    crank_angle_deg: float = 40.0
+    """Hold the enemy this far off the nose while an own missile flies (20–60)."""
+    defend_tti_s: float = 20.0
+    """Drag a live inbound missile with a time to impact under this (10–40)."""
+
+
+class ReplyTactic(TacticAgent):
+    """**Answer every shot.** Patient with its first shot (deep inside the reach), it fires back
+    the moment the enemy commits: with a live enemy missile inbound and none of its own in the
+    air it returns fire from up to ``reply_fraction`` of the reach, cranks while both missiles
+    fly and drags the inbound one only when its time to impact falls under ``defend_tti_s``. A
+    fighter that presses on after its own shot meets the answer head on."""
+
+    name = "reply"
+    params_type = ReplyParams
+    ranges = MappingProxyType({"reply_fraction": (0.8, 1.3), "launch_fraction": (0.5, 0.9),
+                               "crank_angle_deg": (20.0, 60.0), "defend_tti_s": (10.0, 40.0)})
+
+    def commands(self, obs: torch.Tensor) -> Commands:
+        """Defend, crank or pursue; answer a live inbound missile, else shoot deep inside the reach."""
+        rudder, _ = self.engage(obs, self.param("launch_fraction"), self.param("crank_angle_deg"))
+        rudder, threatened = self.drag(obs, rudder, self.param("defend_tti_s"))
+        inbound = torch.isfinite(self.threat(obs, SPENT_SPEED_MPS)[0])
+        first = self.shot(obs, self.param("launch_fraction")) & ~threatened
+        answer = self.shot(obs, self.param("reply_fraction")) & inbound
+        return rudder, torch.ones_like(rudder), first | answer

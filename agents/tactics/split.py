@@ -3,10 +3,12 @@
 A fighter is judged on tactics it never met: :data:`HELDOUT` specs are for evaluation only and
 must never be a training opponent or a league anchor (tests/test_tactics.py checks the league's
 default anchors). Four tactics are held out whole (``notch``, ``sniper``, ``skate``, ``herd``,
-the last the trick a learner trained against ``ace`` found: bench/RESULTS.md, "``herd``"); eight
+the last the trick a learner trained against ``ace`` found: bench/RESULTS.md, "``herd``"); nine
 are only trained against (``early``, ``energy``, ``ladder``, ``bluff``, ``extend``, whose ranges
 share no value with the held-out ``pump``'s either, ``flee``, the one that never fires,
-``switch``, which flies the others in turn, and ``wander``, which flies no idea at all); three
+``switch``, which flies the others in turn, ``wander``, which flies no idea at all, and
+``reply``, which answers every shot, the trick the fresh exploiters of the league bench's
+fighters found); three
 are shared (``pump``, ``drag``, ``late``) with parameter ranges that are disjoint for every
 parameter, so a held-out ``pump`` never flies with a parameter a training ``pump`` could have
 drawn.
@@ -37,6 +39,8 @@ TRAINING_RANGES: dict[str, Ranges] = {
     "switch": {"mean_hold_s": (20.0, 120.0)},
     "wander": {"mean_hold_s": (5.0, 60.0), "pursue_share": (0.2, 0.8), "launch_fraction": (0.5, 1.0),
                "defend_tti_s": (10.0, 40.0)},
+    "reply": {"reply_fraction": (0.8, 1.3), "launch_fraction": (0.5, 0.9), "crank_angle_deg": (20.0, 60.0),
+              "defend_tti_s": (10.0, 40.0)},
 }
 """Per training tactic, the range each parameter is drawn from (``tactic:NAME?train``)."""
 

@@ -1,4 +1,4 @@
-"""``switch``: a fighter that changes its mind. It holds every other training idea as a member and,
+"""``switch``: a fighter that changes its mind. It holds nine training ideas as members and,
 in each episode, flies one of them for a while, then another, on a schedule drawn per episode.
 
 A fixed tactic flies one idea from the first second to the last, so a learner can tell from the
@@ -40,8 +40,10 @@ from sim.layout import ObsLayout
 
 MEMBERS: tuple[type[TacticAgent], ...] = (PumpTactic, DragTactic, LateTactic, EarlyTactic, EnergyTactic,
                                           LadderTactic, BluffTactic, ExtendTactic, FleeTactic)
-"""What ``switch`` flies: every tactic with training ranges but itself and ``wander`` (which flies
-no idea to switch to), each over them."""
+"""What ``switch`` flies: the nine training ideas it was built with, each over its training ranges
+(not itself, not ``wander``, which flies no idea to switch to, and not ``reply``, which came
+later: a member more would change every schedule ``switch`` draws, and its recorded runs would
+no longer replay)."""
 
 SEGMENTS = 16
 """Segments per episode: at the shortest documented mean hold (10 s) they cover 160 s on
