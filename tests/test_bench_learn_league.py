@@ -158,7 +158,7 @@ def test_the_named_recipes_are_the_ace_recipe_with_the_measured_changes(monkeypa
     taught, ace = league_config(bench.RECIPES["taught"]), league_config(bench.RECIPES["ace"])
     assert taught == league_config([*bench.RECIPES["ace"], *measured])
     assert taught != ace and ace.ppo.teacher_coef == 0 and taught.ppo.teacher == "ace"
-    assert sorted(bench.RECIPES) == ["ace", "anchored", "horizon", "pressed", "taught", "traced"]
+    assert sorted(bench.RECIPES) == ["ace", "anchored", "horizon", "pressed", "taught", "traced", "wandering"]
     # bench/RESULTS.md's trace runs with a quarter of past selves were ``--recipe taught`` with
     # these two --set changes.
     traced = league_config(bench.RECIPES["traced"])
@@ -184,6 +184,14 @@ def test_the_named_recipes_are_the_ace_recipe_with_the_measured_changes(monkeypa
     press = "actors.reward=shaped+0.5*hunt+-0.75*draw+0.5*edge+-0.1*wasted+0.5*press"
     assert pressed == league_config([*bench.RECIPES["horizon"], press])
     assert pressed.actors.reward.endswith("+0.5*press") and pressed != horizon
+    # ... and the runs with wander as a fifteenth anchor were ``--recipe pressed`` with these anchors.
+    wander = ("league.anchors=['crank','shooter','random','pursuit','straight','tactic:pump?train',"
+              "'tactic:drag?train','tactic:late?train','tactic:early?train','tactic:energy?train',"
+              "'tactic:ladder?train','tactic:bluff?train','tactic:extend?train','tactic:flee?train',"
+              "'tactic:wander?train']")
+    wandering = league_config(bench.RECIPES["wandering"])
+    assert wandering == league_config([*bench.RECIPES["pressed"], wander])
+    assert wandering.league.anchors[-1] == "tactic:wander?train" and len(wandering.league.anchors) == 15
 
 
 def test_a_taught_recipe_runs_without_its_teacher_as_the_bench_documents(monkeypatch):
