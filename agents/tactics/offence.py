@@ -276,9 +276,8 @@ class ReplyTactic(TacticAgent):
 
     def commands(self, obs: torch.Tensor) -> Commands:
         """Defend, crank or pursue; answer a live inbound missile, else shoot deep inside the reach."""
-        rudder, _ = self.engage(obs, self.param("launch_fraction"), self.param("crank_angle_deg"))
+        rudder, first = self.engage(obs, self.param("launch_fraction"), self.param("crank_angle_deg"))
         rudder, threatened = self.drag(obs, rudder, self.param("defend_tti_s"))
         inbound = torch.isfinite(self.threat(obs, SPENT_SPEED_MPS)[0])
-        first = self.shot(obs, self.param("launch_fraction")) & ~threatened
         answer = self.shot(obs, self.param("reply_fraction")) & inbound
-        return rudder, torch.ones_like(rudder), first | answer
+        return rudder, torch.ones_like(rudder), (first & ~threatened) | answer
