@@ -158,7 +158,8 @@ def test_the_named_recipes_are_the_ace_recipe_with_the_measured_changes(monkeypa
     taught, ace = league_config(bench.RECIPES["taught"]), league_config(bench.RECIPES["ace"])
     assert taught == league_config([*bench.RECIPES["ace"], *measured])
     assert taught != ace and ace.ppo.teacher_coef == 0 and taught.ppo.teacher == "ace"
-    assert sorted(bench.RECIPES) == ["ace", "anchored", "horizon", "pressed", "taught", "traced", "wandering"]
+    assert sorted(bench.RECIPES) == ["ace", "anchored", "horizon", "pressed", "taught", "traced", "tutored",
+                                     "wandering"]
     # bench/RESULTS.md's trace runs with a quarter of past selves were ``--recipe taught`` with
     # these two --set changes.
     traced = league_config(bench.RECIPES["traced"])
@@ -192,6 +193,12 @@ def test_the_named_recipes_are_the_ace_recipe_with_the_measured_changes(monkeypa
     wandering = league_config(bench.RECIPES["wandering"])
     assert wandering == league_config([*bench.RECIPES["pressed"], wander])
     assert wandering.league.anchors[-1] == "tactic:wander?train" and len(wandering.league.anchors) == 15
+    # ... and the runs taught by ace3 at full weight were ``--recipe pressed`` with those anchors
+    # and these --set changes.
+    tutored = league_config(bench.RECIPES["tutored"])
+    taught_by_ace3 = ["ppo.teacher=ace3", "ppo.teacher_weights=[1,1,1]", "ppo.teacher_floor=1.0"]
+    assert tutored == league_config([*bench.RECIPES["pressed"], wander, *taught_by_ace3])
+    assert tutored.ppo.teacher == "ace3" and tutored.ppo.teacher_floor == 1.0 and tutored != wandering
 
 
 def test_a_taught_recipe_runs_without_its_teacher_as_the_bench_documents(monkeypatch):
