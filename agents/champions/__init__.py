@@ -52,6 +52,18 @@ line. Its evaluation table is in bench/RESULTS.md, "The champion ace3": 99.7 % a
 ``crank``, 92.9 % against ``random`` (every loss to a ``random`` missile at short range), 88–100 %
 against all seven held-out tactics (``skate`` 88.2 %, ``herd`` 89.7 %); the strongest of three
 fresh learners trained against it wins 33 % of its fights.
+
+``ace4``, ``ace4.pt``: the fighter of ``--recipe tutored`` on seed 4, taught by ``ace3`` at full
+weight for the whole run with the wandering tactic among its anchors (the one of that recipe's
+three seeds whose final policy was first in its round robin)::
+
+    python bench/learn_league.py --recipe tutored --seed 4 --run-dir RUN
+    python bench/package_champion.py RUN --name ace4
+
+Like ``ace3`` it reads the reach block and a 20-second trace. Its evaluation table is in
+bench/RESULTS.md, "The champion ace4": 99.9 % against ``crank``, 96.5 % against ``random``,
+88–100 % against all seven held-out tactics (``skate`` 87.7 %, ``herd`` 93.0 %); the strongest of
+three fresh learners trained against it wins 69.5 % of its fights.
 """
 
 from __future__ import annotations
@@ -62,5 +74,6 @@ CHAMPIONS: dict[str, Path] = {
     "ace": Path(__file__).with_name("ace.pt"),
     "ace2": Path(__file__).with_name("ace2.pt"),
     "ace3": Path(__file__).with_name("ace3.pt"),
+    "ace4": Path(__file__).with_name("ace4.pt"),
 }
 """The packaged policy file of each champion, by name."""
