@@ -209,19 +209,21 @@ def test_midrange_flies_the_champion_where_it_can_and_crank_elsewhere(options: d
         assert "\n" not in str(err.value) and str(err.value).startswith(f"Midrange-v0 opponent 'ace': checkpoint {ACE} ")
 
 
-def test_ace3_flies_the_sim_it_knows_by_name_and_is_refused_by_the_default_in_one_line() -> None:
-    """``ace3`` reads the reach block and a trace: the evaluator and the cockpit give it that
-    simulator by its name (the others read the frame before them), ``Midrange-v0`` without them
-    refuses it."""
+@pytest.mark.parametrize("name", ["ace3", "ace4"])
+def test_the_reach_reading_champions_fly_the_sim_they_know_by_name_and_are_refused_by_the_default_in_one_line(
+        name: str) -> None:
+    """``ace3`` and ``ace4`` read the reach block and a trace: the evaluator and the cockpit give
+    them that simulator by name (the others read the frame before them), ``Midrange-v0`` without
+    them refuses them."""
     assert trained_sim_config(["ace2", "crank"]) == SimConfig().rules_start()
-    config = trained_sim_config(["ace3", "ace2", "crank"])
+    config = trained_sim_config([name, "ace2", "crank"])
     assert config.obs_reach and config.obs_trace_s == 20.0
-    check_entrants(["ace3", "ace2", "ace", "crank"], config, "cpu")
-    env = gymnasium.make("Midrange-v0", opponent="ace3", obs_reach=True, obs_trace_s=20.0)
+    check_entrants([name, "ace2", "ace", "crank"], config, "cpu")
+    env = gymnasium.make("Midrange-v0", opponent=name, obs_reach=True, obs_trace_s=20.0)
     assert isinstance(env.unwrapped.opponent, PolicyAgent)  # type: ignore[attr-defined]
-    assert env.reset(seed=0)[0].shape == (own_layout("ace3").size,)
+    assert env.reset(seed=0)[0].shape == (own_layout(name).size,)
     with pytest.raises(ValueError) as err:
-        gymnasium.make("Midrange-v0", opponent="ace3")
+        gymnasium.make("Midrange-v0", opponent=name)
     assert "\n" not in str(err.value)
-    assert str(err.value).startswith(f"Midrange-v0 opponent 'ace3': checkpoint {CHAMPIONS['ace3']} was trained on "
+    assert str(err.value).startswith(f"Midrange-v0 opponent '{name}': checkpoint {CHAMPIONS[name]} was trained on "
                                      "another observation layout")
