@@ -1,5 +1,5 @@
 """The league bench's recipes (bench/learn_league.py ``--recipe``, :data:`RECIPES`): the launcher's
-default league with one of eight sets of ``--set`` changes. All share what the bench's earlier
+default league with one of nine sets of ``--set`` changes. All share what the bench's earlier
 measurements chose (bench/RESULTS.md, "The league bench with the sim's recipe", "A longer
 horizon", "The pool frozen for the last third of the run", "The tactic library as the league's anchors", "PFSP power 1 with the tactic anchors"):
 a 128×128 network; half the groups against past selves (``traced`` and ``anchored`` change the
@@ -95,13 +95,15 @@ HORIZON_RECIPE = (*ANCHORED_RECIPE,
 PRESSED_RECIPE = (*HORIZON_RECIPE, f"actors.reward={_HORIZON_REWARD}+0.5*press")
 WANDERING_RECIPE = (*PRESSED_RECIPE, f"league.anchors=[{_EIGHT},'tactic:flee?train','tactic:wander?train']")
 TUTORED_RECIPE = (*WANDERING_RECIPE, "ppo.teacher=ace3", "ppo.teacher_weights=[1,1,1]", "ppo.teacher_floor=1.0")
+SPARRING_RECIPE = (*TUTORED_RECIPE, "league.self_play=0.25")
 RECIPES = {"ace": ACE_RECIPE, "taught": TAUGHT_RECIPE, "traced": TRACED_RECIPE, "anchored": ANCHORED_RECIPE,
            "horizon": HORIZON_RECIPE, "pressed": PRESSED_RECIPE, "wandering": WANDERING_RECIPE,
-           "tutored": TUTORED_RECIPE}
+           "tutored": TUTORED_RECIPE, "sparring": SPARRING_RECIPE}
 """The bench's recipes by name (``--recipe``): ``ace``, the default, which trained the champion
 ``ace``; ``taught``, the best measured before memory; ``traced``, ``taught`` with the trace and a
 quarter past selves; ``anchored``, the trace and no past selves; ``horizon``, ``anchored`` with
 ``flee``, long shots priced, the reach block, the teacher's flying only and γ 0.999;
 ``pressed``, ``horizon`` with the enemy pressed against the edge priced; ``wandering``,
 ``pressed`` with ``wander`` among the anchors; ``tutored``, ``wandering`` taught by ``ace3`` at
-full weight for the whole run (what each measured: the module's docstring)."""
+full weight for the whole run; ``sparring``, ``tutored`` with a quarter of the opponents past
+selves (what each measured: the module's docstring)."""

@@ -41,7 +41,7 @@ plays in the round robin).
 Targets: ≥ 95 % wins against ``crank`` and ``random``, ≥ 99 % against straight, pursuit and
 shooter, the final policy top rated, in at most 30 minutes on a 2-core CPU.
 
-The run is the launcher's default league with one of eight recipes (``--recipe``;
+The run is the launcher's default league with one of nine recipes (``--recipe``;
 bench/league_recipes.py says what each is and what it measured).
 
 ``--set`` overrides any of them (``--set ppo.teacher= --set ppo.teacher_coef=0`` trains a taught
@@ -49,7 +49,7 @@ recipe without its teacher; ``ppo.teacher_coef=0`` alone is refused, the teacher
 
     python bench/learn_league.py                 # the full bench
     python bench/learn_league.py --quick         # a few minutes: the mechanics, not the targets
-    python bench/learn_league.py --recipe tutored   # the best measured recipe
+    python bench/learn_league.py --recipe sparring  # the best measured recipe
     python bench/learn_league.py --set league.self_play=0.25 --set actors.reward=outcome
     python bench/learn_league.py --recipe taught --seed 3 --run-dir RUN --judge-only --average-from 0.6667 --judge average
 """
@@ -208,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
                         "horizon: anchored with flee, long shots priced, the reach block, the "
                         "teacher's flying and γ 0.999; pressed: horizon with the enemy pressed against the "
                         "edge priced; wandering: pressed with wander among the anchors; tutored: "
-                        "wandering taught by ace3 for the whole run; what each measured: "
+                        "wandering taught by ace3 for the whole run; sparring: tutored with a quarter "
+                        "past selves; what each measured: "
                         "bench/league_recipes.py)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="passed to pipeline.launch after the recipe's (e.g. league.self_play=0.25)")

@@ -158,8 +158,8 @@ def test_the_named_recipes_are_the_ace_recipe_with_the_measured_changes(monkeypa
     taught, ace = league_config(bench.RECIPES["taught"]), league_config(bench.RECIPES["ace"])
     assert taught == league_config([*bench.RECIPES["ace"], *measured])
     assert taught != ace and ace.ppo.teacher_coef == 0 and taught.ppo.teacher == "ace"
-    assert sorted(bench.RECIPES) == ["ace", "anchored", "horizon", "pressed", "taught", "traced", "tutored",
-                                     "wandering"]
+    assert sorted(bench.RECIPES) == ["ace", "anchored", "horizon", "pressed", "sparring", "taught", "traced",
+                                     "tutored", "wandering"]
     # bench/RESULTS.md's trace runs with a quarter of past selves were ``--recipe taught`` with
     # these two --set changes.
     traced = league_config(bench.RECIPES["traced"])
@@ -199,6 +199,10 @@ def test_the_named_recipes_are_the_ace_recipe_with_the_measured_changes(monkeypa
     taught_by_ace3 = ["ppo.teacher=ace3", "ppo.teacher_weights=[1,1,1]", "ppo.teacher_floor=1.0"]
     assert tutored == league_config([*bench.RECIPES["pressed"], wander, *taught_by_ace3])
     assert tutored.ppo.teacher == "ace3" and tutored.ppo.teacher_floor == 1.0 and tutored != wandering
+    # ... and the runs of tutored with a quarter past selves were ``--recipe tutored`` with one --set.
+    sparring = league_config(bench.RECIPES["sparring"])
+    assert sparring == league_config([*bench.RECIPES["tutored"], "league.self_play=0.25"])
+    assert sparring.league.self_play == 0.25 and tutored.league.self_play == 0 and sparring.ppo.teacher == "ace3"
 
 
 def test_a_taught_recipe_runs_without_its_teacher_as_the_bench_documents(monkeypatch):
