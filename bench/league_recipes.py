@@ -68,6 +68,12 @@ outgrow its newest past self.
   ``crank`` 99.5–99.9 %, ``random`` 96.1–97.3 %: the best worst seed of any recipe by far
   (``wandering``: 0.743 over four seeds), and on seed 4 the final first in its round robin
   (bench/RESULTS.md, "``ace3`` teaching at full weight with ``wander`` among the anchors").
+- ``sparring``: ``tutored`` with a quarter of the opponents past selves
+  (``league.self_play=0.25``). Over seeds 5, 3 and 4 its lowest held-out win rate was 0.875, 0.905
+  and 0.885 (``skate`` the lowest on each), the strongest of three fresh exploiters won 32.5, 24.0
+  and 58.5 % (``tutored``: 89.0, 93.8, 69.5 %), the final was first in its round robin on seeds 3
+  and 4; ``crank`` 99.5–100 %, ``random`` 94.5–96.5 % (bench/RESULTS.md, "A quarter of the
+  opponents past selves on ``tutored``").
 
 No recipe meets the held-out target (≥ 0.90 against every held-out tactic) on its worst seed.
 """
