@@ -65,8 +65,8 @@ outgrow its newest past self.
   teacher at full weight for the whole run, every action component taught
   (``ppo.teacher_floor=1.0``, ``ppo.teacher_weights=[1,1,1]``). Over seeds 5, 3 and 4 its lowest
   held-out win rate was 0.868, 0.897 and 0.877 (``skate`` the lowest on each, drawn 9.5–12.8 %),
-  ``crank`` 99.5–99.9 %, ``random`` 96.1–97.3 %: the best worst seed of any recipe by far
-  (``wandering``: 0.743 over four seeds), and on seed 4 the final first in its round robin
+  ``crank`` 99.5–99.9 %, ``random`` 96.1–97.3 %: the best worst seed of any recipe before
+  ``sparring`` (``wandering``: 0.743 over four seeds), and on seed 4 the final first in its round robin
   (bench/RESULTS.md, "``ace3`` teaching at full weight with ``wander`` among the anchors").
 - ``sparring``: ``tutored`` with a quarter of the opponents past selves
   (``league.self_play=0.25``). Over seeds 5, 3 and 4 its lowest held-out win rate was 0.875, 0.905
