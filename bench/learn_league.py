@@ -209,8 +209,7 @@ def main(argv: list[str] | None = None) -> int:
                         "teacher's flying and γ 0.999; pressed: horizon with the enemy pressed against the "
                         "edge priced; wandering: pressed with wander among the anchors; tutored: "
                         "wandering taught by ace3 for the whole run; sparring: tutored with a quarter "
-                        "past selves; what each measured: "
-                        "bench/league_recipes.py)")
+                        "past selves; what each measured: bench/league_recipes.py)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="passed to pipeline.launch after the recipe's (e.g. league.self_play=0.25)")
     p.add_argument("--average-from", type=float, default=None, metavar="F",
