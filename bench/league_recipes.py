@@ -73,7 +73,8 @@ outgrow its newest past self.
   and 0.885 (``skate`` the lowest on each), the strongest of three fresh exploiters won 32.5, 24.0
   and 58.5 % (``tutored``: 89.0, 93.8, 69.5 %), the final was first in its round robin on seeds 3
   and 4; ``crank`` 99.5–100 %, ``random`` 94.5–96.5 % (bench/RESULTS.md, "A quarter of the
-  opponents past selves on ``tutored``").
+  opponents past selves on ``tutored``"). A fourth seed, 6, made 0.875, its strongest exploiter
+  15.2 %, its final first (bench/RESULTS.md, "``sparring`` on a fourth seed").
 
 No recipe meets the held-out target (≥ 0.90 against every held-out tactic) on its worst seed.
 """
