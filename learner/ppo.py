@@ -31,9 +31,11 @@ _LOSS_STATS = 5
 """The statistics the minibatch loss returns first, in ``_STAT_NAMES``' order (then the
 gradient norm, then the teacher's term)."""
 
-Teacher = Callable[[Tensor], Tensor]
+Teacher = Callable[[Tensor], "Tensor | tuple[Tensor, Tensor]"]
 """A kickstarting teacher: raw observations ``[B, D]`` to actions ``[B, A]`` (int64 indices
-for the discrete kinds, floats for continuous), like the policy's own."""
+for the discrete kinds, floats for continuous), like the policy's own; or to those actions and
+a weight ``[B]`` in [0, 1] per sample, how much the teacher's term counts there (0: the teacher
+is not asked at that sample, and the policy learns it from the returns alone)."""
 
 
 @dataclass
@@ -55,6 +57,8 @@ class _Workspace:
     mb_teacher: Tensor
     teacher_actions: Tensor
     teacher_coef: Tensor
+    mb_teacher_weight: Tensor
+    teacher_weight: Tensor
 
 
 class NonFiniteError(RuntimeError):
@@ -177,6 +181,7 @@ class PPOLearner:
                 mb_teacher=torch.zeros(m, a, device=dev, dtype=batch.actions.dtype),
                 teacher_actions=torch.zeros(n, a, device=dev, dtype=batch.actions.dtype),
                 teacher_coef=torch.zeros((), **f32),
+                mb_teacher_weight=torch.zeros(m, **f32), teacher_weight=torch.zeros(n, **f32),
             )
             self._workspace_key = key
         return self._workspace
@@ -188,14 +193,16 @@ class PPOLearner:
 
     def _minibatch_loss(self, obs: Tensor, actions: Tensor, old_log_probs: Tensor, advantages: Tensor,
                         returns: Tensor, old_values: Tensor, teacher_actions: Tensor | None = None,
-                        teacher_coef: Tensor | None = None) -> tuple[Tensor, Tensor]:
+                        teacher_coef: Tensor | None = None, teacher_weight: Tensor | None = None
+                        ) -> tuple[Tensor, Tensor]:
         cfg = self.config
         teacher_nll: Tensor | None = None
         with self._autocast():
             if teacher_actions is not None:
                 new_log_probs, entropy, new_values, teacher_log_probs = self.policy.evaluate_with_teacher(
                     obs, actions, teacher_actions, cfg.entropy_weights, cfg.teacher_weights)
-                teacher_nll = -teacher_log_probs.float().mean()
+                teacher_lp = teacher_log_probs.float()
+                teacher_nll = -(teacher_lp if teacher_weight is None else teacher_lp * teacher_weight).mean()
             elif cfg.entropy_weights:
                 new_log_probs, entropy, new_values = self.policy.evaluate(obs, actions, cfg.entropy_weights)
             else:
@@ -259,9 +266,11 @@ class PPOLearner:
 
     @torch.no_grad()
     def _ask_teacher(self, flat_obs: Tensor, ws: _Workspace) -> None:
-        """The teacher's actions at the batch's observations, checked and kept in ``ws``."""
+        """The teacher's actions (and per-sample weights) at the batch's observations, checked
+        and kept in ``ws``."""
         assert self.teacher is not None
-        actions = self.teacher(flat_obs if flat_obs.dtype == torch.float32 else flat_obs.float())
+        answer = self.teacher(flat_obs if flat_obs.dtype == torch.float32 else flat_obs.float())
+        actions, weight = answer if isinstance(answer, tuple) and len(answer) == 2 else (answer, None)
         want = tuple(ws.teacher_actions.shape)
         if not isinstance(actions, Tensor) or tuple(actions.shape) != want:
             got = tuple(actions.shape) if isinstance(actions, Tensor) else type(actions).__name__
@@ -277,6 +286,15 @@ class PPOLearner:
             raise ValueError("the teacher returned actions outside the action space (indices out of range "
                              "or non-finite values)")
         ws.teacher_actions.copy_(actions)
+        if weight is None:
+            ws.teacher_weight.fill_(1.0)
+            return
+        if not isinstance(weight, Tensor) or tuple(weight.shape) != want[:1] or not weight.is_floating_point():
+            shown = f"{tuple(weight.shape)} {weight.dtype}" if isinstance(weight, Tensor) else type(weight).__name__
+            raise ValueError(f"the teacher's weights must be a float tensor of shape {want[:1]}, got {shown}")
+        if bool(((weight < 0) | (weight > 1) | ~weight.isfinite()).any()):
+            raise ValueError("the teacher's weights must lie in [0, 1]")
+        ws.teacher_weight.copy_(weight)
 
     # ------------------------------------------------------------------ public API
     def update(self, batch: RolloutBatch) -> dict[str, float]:
@@ -285,7 +303,9 @@ class PPOLearner:
         Keys: ``loss_policy``, ``loss_value``, ``entropy``, ``approx_kl``, ``clip_fraction``,
         ``grad_norm`` (minibatch means over the epochs run), ``explained_variance``,
         ``learning_rate``, ``epochs``, ``policy_lag_mean``, ``policy_lag_max``, ``value_mean``,
-        ``return_mean``, ``advantage_std``, ``samples`` and ``policy_version``.
+        ``return_mean``, ``advantage_std``, ``samples``, ``policy_version``, and with a teacher
+        ``loss_teacher``, ``teacher_coef`` and ``teacher_asked`` (the mean of its per-sample
+        weights: the share of the batch it was asked at).
         """
         if not isinstance(batch, RolloutBatch):
             raise ValueError(f"batch must be a RolloutBatch, got {type(batch).__name__}")
@@ -337,8 +357,10 @@ class PPOLearner:
                 torch.index_select(flat_val, 0, idx, out=ws.mb_values)
                 if teacher_coef > 0:
                     torch.index_select(ws.teacher_actions, 0, idx, out=ws.mb_teacher)
+                    torch.index_select(ws.teacher_weight, 0, idx, out=ws.mb_teacher_weight)
                     loss, stats = self._loss_fn(ws.mb_obs, ws.mb_actions, ws.mb_log_probs, ws.mb_advantages,
-                                                ws.mb_returns, ws.mb_values, ws.mb_teacher, ws.teacher_coef)
+                                                ws.mb_returns, ws.mb_values, ws.mb_teacher, ws.teacher_coef,
+                                                ws.mb_teacher_weight)
                 else:
                     loss, stats = self._loss_fn(ws.mb_obs, ws.mb_actions, ws.mb_log_probs,
                                                 ws.mb_advantages, ws.mb_returns, ws.mb_values)
@@ -365,8 +387,9 @@ class PPOLearner:
             explained = torch.where(var_ret > 0, 1.0 - (ws.returns - values).var() / var_ret,
                                     torch.full_like(var_ret, float("nan")))
             lag = (self.policy_version - 1 - batch.policy_versions).float()
+            asked = ws.teacher_weight.mean() if teacher_coef > 0 else torch.zeros_like(var_ret)
             tail = torch.stack([explained, lag.mean(), lag.max(), values.mean(), ws.returns.mean(),
-                                ws.advantages.std()])
+                                ws.advantages.std(), asked])
             # Read back with the statistics (no extra sync): are the batch and weights finite?
             finite = torch.stack([batch.rewards.isfinite().all(), batch.values.isfinite().all(),
                                   batch.obs.isfinite().all(),
@@ -379,7 +402,7 @@ class PPOLearner:
         summary = summary[:-4]
         out = dict(zip(_STAT_NAMES, summary[:len(_STAT_NAMES)], strict=True))
         out.update(zip(("explained_variance", "policy_lag_mean", "policy_lag_max", "value_mean",
-                        "return_mean", "advantage_std"), summary[len(_STAT_NAMES):], strict=True))
+                        "return_mean", "advantage_std", "teacher_asked"), summary[len(_STAT_NAMES):], strict=True))
         out.update(learning_rate=lr, teacher_coef=teacher_coef, epochs=float(epochs_run), samples=float(n),
                    policy_version=float(self.policy_version))
         bad = [name for name, ok in checks.items() if ok != 1.0]

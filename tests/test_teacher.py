@@ -10,6 +10,7 @@ from learner import ActionSpec, PPOConfig, PPOLearner
 from pipeline.config import ConfigError, resolve
 from pipeline.run.sim_actors import make_teacher
 from sim import ObsLayout
+from sim.layout import CLOSING_SCALE_MPS, MISSILE_SPEED_SCALE_MPS, RANGE_SCALE_M
 from tests.test_learner_ppo import random_batch
 
 
@@ -87,6 +88,45 @@ def test_without_a_teacher_the_same_updates_do_not_learn_the_rule():
         stats = learner.update(random_batch(learner, seed=i, version=learner.policy_version))
         assert stats["loss_teacher"] == 0.0 and stats["teacher_coef"] == 0.0
     assert agreement(learner) < 0.3
+
+
+def test_per_sample_weights_leave_the_unasked_samples_out_of_the_teachers_term():
+    def half(obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return teacher_rule(obs), (obs[:, 3] > 1.0).float()
+
+    def never(obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return teacher_rule(obs), torch.zeros(obs.shape[0])
+
+    whole, halved, silent = learner_with(), learner_with(half), learner_with(never)
+    batch = random_batch(whole)
+    asked = (batch.obs[..., 3] > 1.0).float().mean().item()
+    first = {name: learner.update(batch) for name, learner in
+             (("whole", whole), ("halved", halved), ("silent", silent))}
+    # Each sample's term is the policy's NLL of the teacher's action (about the same for all at
+    # the start): the halved term is about the share of samples asked of the whole one.
+    assert first["whole"]["teacher_asked"] == 1.0 and first["halved"]["teacher_asked"] == pytest.approx(asked)
+    assert 0.3 < asked < 0.7
+    ratio = first["halved"]["loss_teacher"] / first["whole"]["loss_teacher"]
+    assert ratio == pytest.approx(asked, abs=0.1), (ratio, asked)
+    assert first["silent"]["loss_teacher"] == 0.0 and first["silent"]["teacher_asked"] == 0.0
+    for i in range(1, 20):
+        silent.update(random_batch(silent, seed=i, version=silent.policy_version))
+    # A teacher asked nowhere teaches nothing, although its coefficient is 1 throughout.
+    assert agreement(silent) < 0.3
+
+
+@pytest.mark.parametrize("weights, named", [
+    (lambda obs: torch.ones(obs.shape[0], 1), "shape"),
+    (lambda obs: torch.ones(obs.shape[0], dtype=torch.int64), "float tensor"),
+    (lambda obs: torch.full((obs.shape[0],), 1.5), r"\[0, 1\]"),
+    (lambda obs: torch.full((obs.shape[0],), float("nan")), r"\[0, 1\]"),
+])
+def test_bad_teacher_weights_are_refused_before_any_weight_moves(weights, named):
+    learner = learner_with(lambda obs: (teacher_rule(obs), weights(obs)))
+    before = [p.detach().clone() for p in learner.policy.parameters()]
+    with pytest.raises(ValueError, match=named):
+        learner.update(random_batch(learner))
+    assert all(torch.equal(p, q) for p, q in zip(before, learner.policy.parameters(), strict=True))
 
 
 def fire_gap(learner: PPOLearner, seed: int = 99) -> float:
@@ -171,6 +211,10 @@ def test_the_teacher_fields_are_checked():
         PPOConfig(teacher="crank", teacher_coef=1.0, teacher_floor=2.0)
     with pytest.raises(ValueError, match="teacher_floor"):
         PPOConfig(teacher="crank", teacher_coef=1.0, teacher_floor=-0.1)
+    with pytest.raises(ValueError, match=r"teacher_off_tti_s 30\.0 is given but no teacher is named"):
+        PPOConfig(teacher_off_tti_s=30.0)
+    with pytest.raises(ValueError, match="teacher_off_tti_s"):
+        PPOConfig(teacher="crank", teacher_coef=1.0, teacher_off_tti_s=-1.0)
     with pytest.raises(ValueError, match="no teacher was given"):
         PPOLearner(PPOConfig(teacher="crank", teacher_coef=1.0), 12, ActionSpec("multi_discrete", nvec=(3, 3, 2)))
 
@@ -196,6 +240,29 @@ def test_the_launchers_teacher_takes_any_batch_size():
     teacher = make_teacher(config, layout, torch.device("cpu"))
     for n in (config.samples_per_batch, 32, 7, config.samples_per_batch, 1, 2, 3, 4, 5):
         assert teacher(torch.zeros(n, layout.size)).shape == (n, 3)
+
+
+def inbound(layout: ObsLayout, n: int, range_m: float, closing_mps: float) -> torch.Tensor:
+    """``n`` observations with one enemy missile inbound at ``range_m``, closing at ``closing_mps``."""
+    obs = torch.zeros(n, layout.size)
+    for field, value in (("present", 1.0), ("range", range_m / RANGE_SCALE_M),
+                         ("speed", 900.0 / MISSILE_SPEED_SCALE_MPS), ("closing_speed", closing_mps / CLOSING_SCALE_MPS)):
+        obs[:, layout.index(f"incoming[0].{field}")] = value
+    return obs
+
+
+def test_the_launchers_teacher_is_not_asked_where_a_missile_is_about_to_hit():
+    config = sim_config(teacher="crank", teacher_coef=1.0, teacher_off_tti_s=30.0)
+    layout = ObsLayout.from_config(config.sim)
+    teacher = make_teacher(config, layout, torch.device("cpu"))
+    # Nothing inbound; a missile 40 s away; one 20 s away; one flying away (not closing).
+    obs = torch.cat([torch.zeros(2, layout.size), inbound(layout, 2, 32_000.0, 800.0),
+                     inbound(layout, 2, 16_000.0, 800.0), inbound(layout, 2, 16_000.0, -300.0)])
+    actions, weights = teacher(obs)
+    assert actions.shape == (8, 3) and weights.tolist() == [1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 1.0, 1.0]
+    # Without the setting the teacher returns its actions alone, asked everywhere.
+    plain = make_teacher(sim_config(teacher="crank", teacher_coef=1.0), layout, torch.device("cpu"))
+    assert torch.equal(plain(obs), actions)
 
 
 def test_a_bad_teacher_is_refused_in_one_line(tmp_path):

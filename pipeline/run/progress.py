@@ -307,7 +307,7 @@ class RunProgress:
                 keys: tuple[str, ...] = ("loss_policy", "loss_value", "entropy", "approx_kl", "clip_fraction",
                                          "explained_variance", "learning_rate", "return_mean")
                 if stats.get("teacher_coef", 0.0) > 0:
-                    keys += ("teacher_coef", "loss_teacher")
+                    keys += ("teacher_coef", "loss_teacher", "teacher_asked")
                 self.log.info("learner: %s", " ".join(f"{k}={stats[k]:.4g}" for k in keys if k in stats))
             failure = log_failure(self.log)
             if failure is not None:

@@ -10,7 +10,7 @@ import torch
 
 from actors.sim_actor import SimActor
 from agents.base import BaseAgent
-from agents.scripted import ScriptedAgent
+from agents.scripted import ScriptedAgent, most_urgent_missile
 from learner import ActionSpec, ActorCritic
 from learner.ppo import Teacher
 from pipeline.config import ConfigError, PipelineConfig
@@ -18,6 +18,7 @@ from pipeline.config.specs import build_agent, make_reward
 from pipeline.league.matchmaking import League
 from rewards.base import BaseReward
 from sim import ObsLayout, SimConfig
+from sim.reach.missile import SPENT_SPEED_MPS
 
 
 def make_sim_actor(cfg: PipelineConfig, layout: ObsLayout, device: torch.device, actor_id: int,
@@ -69,7 +70,10 @@ def make_teacher(cfg: PipelineConfig, layout: ObsLayout, device: torch.device) -
     """The learner's kickstarting teacher from ``ppo.teacher`` (any agent spec), taking its most
     likely actions. Agents act on a fixed number of environments, so one is built per batch size
     the learner hands it (a run's last batch may hold fewer chunks), the full batch's at once: a
-    bad spec is a one-line ``ConfigError`` here, not at the first update."""
+    bad spec is a one-line ``ConfigError`` here, not at the first update. With
+    ``ppo.teacher_off_tti_s`` it also weighs each sample: 0 where a live inbound missile's time to
+    impact is under it (:func:`agents.scripted.most_urgent_missile`, the scripted fighters' own
+    threat), 1 elsewhere."""
     spec = cfg.ppo.teacher
     agents: dict[int, BaseAgent] = {}
 
@@ -87,9 +91,14 @@ def make_teacher(cfg: PipelineConfig, layout: ObsLayout, device: torch.device) -
         return agents[n]
 
     agent_for(cfg.samples_per_batch)
+    off_tti_s = cfg.ppo.teacher_off_tti_s
 
-    def teach(obs: torch.Tensor) -> torch.Tensor:
-        return agent_for(obs.shape[0]).act(obs)
+    def teach(obs: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        actions = agent_for(obs.shape[0]).act(obs)
+        if not off_tti_s:
+            return actions
+        tti, _, _, _ = most_urgent_missile(obs, layout, SPENT_SPEED_MPS)
+        return actions, (tti >= off_tti_s).to(obs.dtype)
 
     return teach
 
