@@ -41,7 +41,7 @@ plays in the round robin).
 Targets: ≥ 95 % wins against ``crank`` and ``random``, ≥ 99 % against straight, pursuit and
 shooter, the final policy top rated, in at most 30 minutes on a 2-core CPU.
 
-The run is the launcher's default league with one of nine recipes (``--recipe``;
+The run is the launcher's default league with one of ten recipes (``--recipe``;
 bench/league_recipes.py says what each is and what it measured).
 
 ``--set`` overrides any of them (``--set ppo.teacher= --set ppo.teacher_coef=0`` trains a taught
@@ -209,7 +209,8 @@ def main(argv: list[str] | None = None) -> int:
                         "teacher's flying and γ 0.999; pressed: horizon with the enemy pressed against the "
                         "edge priced; wandering: pressed with wander among the anchors; tutored: "
                         "wandering taught by ace3 for the whole run; sparring: tutored with a quarter "
-                        "past selves; what each measured: bench/league_recipes.py)")
+                        "past selves; guarded: sparring with the teacher left out of the last 15 s "
+                        "of a missile's flight; what each measured: bench/league_recipes.py)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="passed to pipeline.launch after the recipe's (e.g. league.self_play=0.25)")
     p.add_argument("--average-from", type=float, default=None, metavar="F",

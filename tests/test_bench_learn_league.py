@@ -158,7 +158,7 @@ def test_the_named_recipes_are_the_ace_recipe_with_the_measured_changes(monkeypa
     taught, ace = league_config(bench.RECIPES["taught"]), league_config(bench.RECIPES["ace"])
     assert taught == league_config([*bench.RECIPES["ace"], *measured])
     assert taught != ace and ace.ppo.teacher_coef == 0 and taught.ppo.teacher == "ace"
-    assert sorted(bench.RECIPES) == ["ace", "anchored", "horizon", "pressed", "sparring", "taught", "traced",
+    assert sorted(bench.RECIPES) == ["ace", "anchored", "guarded", "horizon", "pressed", "sparring", "taught", "traced",
                                      "tutored", "wandering"]
     # bench/RESULTS.md's trace runs with a quarter of past selves were ``--recipe taught`` with
     # these two --set changes.
@@ -203,6 +203,10 @@ def test_the_named_recipes_are_the_ace_recipe_with_the_measured_changes(monkeypa
     sparring = league_config(bench.RECIPES["sparring"])
     assert sparring == league_config([*bench.RECIPES["tutored"], "league.self_play=0.25"])
     assert sparring.league.self_play == 0.25 and tutored.league.self_play == 0 and sparring.ppo.teacher == "ace3"
+    # ... and the runs with the teacher left out of the defence were ``--recipe sparring`` with one --set.
+    guarded = league_config(bench.RECIPES["guarded"])
+    assert guarded == league_config([*bench.RECIPES["sparring"], "ppo.teacher_off_tti_s=15"])
+    assert guarded.ppo.teacher_off_tti_s == 15.0 and sparring.ppo.teacher_off_tti_s == 0.0
 
 
 def test_a_taught_recipe_runs_without_its_teacher_as_the_bench_documents(monkeypatch):
