@@ -34,8 +34,8 @@ gradient norm, then the teacher's term)."""
 Teacher = Callable[[Tensor], "Tensor | tuple[Tensor, Tensor]"]
 """A kickstarting teacher: raw observations ``[B, D]`` to actions ``[B, A]`` (int64 indices
 for the discrete kinds, floats for continuous), like the policy's own; or to those actions and
-a weight ``[B]`` in [0, 1] per sample, how much the teacher's term counts there (0: the teacher
-is not asked at that sample, and the policy learns it from the returns alone)."""
+a weight ``[B]`` in [0, 1] per sample, how much the teacher's term counts there (0: not at all,
+and the policy learns that sample from the returns alone)."""
 
 
 @dataclass

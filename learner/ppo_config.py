@@ -107,8 +107,8 @@ class PPOConfig:
     copied with its flying."""
     teacher_off_tti_s: float = 0.0
     """The air-combat sim only: where a live enemy missile closes on the learner with a time to
-    impact under this (seconds), the teacher is not asked (its term weighs 0 at that sample) and
-    the policy learns its defence from the returns alone; 0: asked everywhere. A teacher that
+    impact under this (seconds), the teacher's term weighs 0 at that sample and the policy learns
+    its defence from the returns alone; 0: the term counts everywhere. A teacher that
     attacks well may defend badly (``ace3``, asked deterministically as a teacher is, loses
     17 % of its fights to ``random``, which fires six missiles from afar)."""
     update_obs_norm: bool = True
