@@ -3,7 +3,7 @@ epochs, gradient clipping, learning-rate annealing and optional V-trace targets.
 
 The update's hot loop keeps every per-minibatch statistic on the device and reads them back
 once at the end (one host synchronization per update, two per epoch with ``target_kl``, one
-more while a kickstarting teacher is asked: its actions' range check). Its
+more while a kickstarting teacher is asked: its answer's range check, :mod:`learner.teacher`). Its
 working tensors (advantages, returns, shuffle order, minibatch buffers, the gradient all-reduce
 buffer) are allocated once per batch shape and reused.
 """
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,18 +24,12 @@ from learner.distributed import GradientAllReducer, all_reduce_mean_, broadcast_
 from learner.network import ActorCritic
 from learner.ppo_config import PPOConfig
 from learner.spaces import ActionSpec
+from learner.teacher import Teacher, checked_answer
 
 _STAT_NAMES = ("loss_policy", "loss_value", "entropy", "approx_kl", "clip_fraction", "grad_norm", "loss_teacher")
 _LOSS_STATS = 5
 """The statistics the minibatch loss returns first, in ``_STAT_NAMES``' order (then the
 gradient norm, then the teacher's term)."""
-
-Teacher = Callable[[Tensor], "Tensor | tuple[Tensor, Tensor]"]
-"""A kickstarting teacher: raw observations ``[B, D]`` to actions ``[B, A]`` (int64 indices
-for the discrete kinds, floats for continuous), like the policy's own; or to those actions and
-a weight ``[B]`` in [0, 1] per sample, how much the teacher's term counts there (0: not at all,
-and the policy learns that sample from the returns alone)."""
-
 
 @dataclass
 class _Workspace:
@@ -270,31 +263,12 @@ class PPOLearner:
         and kept in ``ws``."""
         assert self.teacher is not None
         answer = self.teacher(flat_obs if flat_obs.dtype == torch.float32 else flat_obs.float())
-        actions, weight = answer if isinstance(answer, tuple) and len(answer) == 2 else (answer, None)
-        want = tuple(ws.teacher_actions.shape)
-        if not isinstance(actions, Tensor) or tuple(actions.shape) != want:
-            got = tuple(actions.shape) if isinstance(actions, Tensor) else type(actions).__name__
-            raise ValueError(f"the teacher must return actions of shape {want}, got {got}")
-        if self.action_spec.is_discrete:
-            if actions.is_floating_point() or actions.dtype == torch.bool:
-                raise ValueError(f"the teacher must return int64 action indices for a {self.action_spec.kind} "
-                                 f"policy, got {actions.dtype}")
-            bad = (actions < 0) | (actions >= self._nvec.to(actions.device))
-        else:
-            bad = ~actions.isfinite()
-        if bool(bad.any()):
-            raise ValueError("the teacher returned actions outside the action space (indices out of range "
-                             "or non-finite values)")
+        actions, weight = checked_answer(answer, tuple(ws.teacher_actions.shape), self.action_spec, self._nvec)
         ws.teacher_actions.copy_(actions)
         if weight is None:
             ws.teacher_weight.fill_(1.0)
-            return
-        if not isinstance(weight, Tensor) or tuple(weight.shape) != want[:1] or not weight.is_floating_point():
-            shown = f"{tuple(weight.shape)} {weight.dtype}" if isinstance(weight, Tensor) else type(weight).__name__
-            raise ValueError(f"the teacher's weights must be a float tensor of shape {want[:1]}, got {shown}")
-        if bool(((weight < 0) | (weight > 1) | ~weight.isfinite()).any()):
-            raise ValueError("the teacher's weights must lie in [0, 1]")
-        ws.teacher_weight.copy_(weight)
+        else:
+            ws.teacher_weight.copy_(weight)
 
     # ------------------------------------------------------------------ public API
     def update(self, batch: RolloutBatch) -> dict[str, float]:

@@ -12,7 +12,7 @@ from actors.sim_actor import SimActor
 from agents.base import BaseAgent
 from agents.scripted import ScriptedAgent, most_urgent_missile
 from learner import ActionSpec, ActorCritic
-from learner.ppo import Teacher
+from learner.teacher import Teacher
 from pipeline.config import ConfigError, PipelineConfig
 from pipeline.config.specs import build_agent, make_reward
 from pipeline.league.matchmaking import League
