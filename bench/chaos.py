@@ -142,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
                 state = read_checkpoint(run_dir / "checkpoints" / "latest.pt")
                 steps = int(state["extra"]["agent_steps"])
             except Exception as exc:  # any failure to load is a lost run
-                steps, err = -1, f"{type(exc).__name__}: {exc}"
+                last = err.strip().splitlines()[-1] if err.strip() else "exit code 0"
+                steps, err = -1, f"{type(exc).__name__}: {exc} (the last launch: {last})"
             ok = steps == budget
             lost += not ok
             print(f"run {i}: kills {kills} resumes {resumes} agent-steps {steps}/{budget}"

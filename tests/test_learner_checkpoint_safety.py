@@ -189,3 +189,28 @@ def test_pruning_spares_higher_versions_of_an_earlier_run(good_checkpoint, tmp_p
         assert read_checkpoint(tmp_path)["policy_version"] == i + 1
     assert [p.name for p in list_checkpoints(tmp_path)] == [
         "ckpt_000000003.pt", "ckpt_000000004.pt", "ckpt_000000100.pt", "ckpt_000000101.pt", "ckpt_000000102.pt"]
+
+
+@pytest.mark.parametrize("saved_before", [0, 1])
+def test_a_writer_killed_between_a_checkpoints_two_names_leaves_one_that_resumes(tmp_path, saved_before):
+    """A checkpoint has two names (``ckpt_N.pt`` and ``latest.pt``, the second a hard link):
+    a writer killed between them leaves a folder whose ``latest.pt`` loads, the first
+    checkpoint of a run included (a lone ``ckpt_N.pt`` would stop ``--resume`` cold)."""
+    tests = Path(__file__).resolve().parent
+    script = (
+        "import os, sys\n"
+        f"sys.path[:0] = [{str(tests)!r}, {str(tests.parent)!r}]\n"
+        "from test_learner_ppo import random_batch, small_learner\n"
+        "from learner.checkpoint import save_checkpoint\n"
+        "learner = small_learner()\n"
+        f"for seed in range({saved_before} + 1):\n"
+        "    learner.update(random_batch(learner, seed=seed))\n"
+        f"    if seed == {saved_before}:\n"
+        "        os.link = lambda *args, **kwargs: os._exit(9)  # killed as the second name is made\n"
+        f"    save_checkpoint({str(tmp_path)!r}, learner)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 9, done.stderr
+    state = read_checkpoint(resolve_checkpoint_path(tmp_path))
+    # The new checkpoint when latest.pt was its first name, else the one before it.
+    assert state["policy_version"] == max(saved_before, 1)

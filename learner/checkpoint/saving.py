@@ -125,19 +125,21 @@ def _write_failure(exc: BaseException, path: Path, last_good: Path | None, when:
     return CheckpointWriteError(f"{what} while {when} {path} ({note})")
 
 
-def _atomic_save(obj: Any, path: Path, last_good: Path | None) -> None:
+def _atomic_save(obj: Any, path: Path, last_good: Path | None, shown: Path | None = None) -> None:
+    """``torch.save`` to ``path`` atomically; a failed write names ``shown`` (default ``path``)."""
+    shown = shown or path
     try:
         with atomic_write(path) as f:
             try:
                 torch.save(obj, f)
             except Exception as exc:
                 # Judged before the temporary file goes: removing it frees the space it filled.
-                failure = _write_failure(exc, path, last_good, "writing")
+                failure = _write_failure(exc, shown, last_good, "writing")
                 if failure is None:
                     raise
                 raise failure from exc
     except OSError as exc:  # opening, flushing, syncing or renaming the temporary file
-        failure = _write_failure(exc, path, last_good, "writing")
+        failure = _write_failure(exc, shown, last_good, "writing")
         if failure is None:
             raise
         raise failure from exc
@@ -236,29 +238,35 @@ def save_checkpoint(directory: str | Path, learner: PPOLearner, extra: dict[str,
                               f"{(exc.strerror or str(exc)).lower()}") from exc
     latest = directory / LATEST_NAME
     older = list_checkpoints(directory)
-    last_good = latest if latest.is_file() else (older[-1] if older else None)
-    _atomic_save(learner_state(learner, extra), path, last_good)
-    _update_latest(path)
+    if latest.is_file():
+        # latest.pt keeps naming the previous checkpoint until the new one is whole.
+        _atomic_save(learner_state(learner, extra), path, latest)
+        _publish(path, latest)
+    else:
+        # The first checkpoint: latest.pt first, so a writer killed between the two names
+        # leaves a folder that resumes (a numbered file without latest.pt would not).
+        _atomic_save(learner_state(learner, extra), latest, older[-1] if older else None, shown=path)
+        _publish(latest, path)
     _prune(directory, learner.policy_version, keep_last)
     return path
 
 
-def _update_latest(path: Path) -> None:
-    """Point ``latest.pt`` at ``path`` atomically (a hard link, or a copy where links fail)."""
-    latest = path.with_name(LATEST_NAME)
-    tmp = temporary_path(latest)
+def _publish(source: Path, name: Path) -> None:
+    """Give ``source``'s contents the name ``name`` atomically: a hard link (no copy, and it
+    survives deletion of the other name), or a copy where links fail."""
+    tmp = temporary_path(name)
     _discard(tmp)
     try:
-        os.link(path, tmp)  # a hard link costs no copy and survives deletion of the versioned file
-        os.replace(tmp, latest)
+        os.link(source, tmp)
+        os.replace(tmp, name)
     except OSError as exc:
         _discard(tmp)
         if exc.errno not in _NO_HARD_LINKS:
-            failure = _write_failure(exc, latest, path, "linking")
+            failure = _write_failure(exc, name, source, "linking")
             raise (failure or exc) from exc
-        _atomic_save(torch.load(path, map_location="cpu", weights_only=True), latest, path)
+        _atomic_save(torch.load(source, map_location="cpu", weights_only=True), name, source)
         return
-    _fsync_dir(path.parent)
+    _fsync_dir(name.parent)
 
 
 def _prune(directory: Path, version: int, keep_last: int) -> None:
