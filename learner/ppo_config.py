@@ -111,6 +111,10 @@ class PPOConfig:
     its defence from the returns alone; 0: the term counts everywhere. A teacher that
     attacks well may defend badly (``ace3``, asked deterministically as a teacher is, loses
     17 % of its fights to ``random``, which fires six missiles from afar)."""
+    teacher_defence_weight: float = 0.0
+    """With ``teacher_off_tti_s``: the teacher's weight at those samples (0, the default, leaves
+    the teacher out of the defence; 0.25 keeps a quarter of its pull there, so the returns
+    correct its defence rather than replace it). At most 1."""
     update_obs_norm: bool = True
     """Update the observation statistics from each batch at the start of :meth:`update`."""
     bf16: bool = False
@@ -170,6 +174,9 @@ class PPOConfig:
         if self.teacher_off_tti_s and not self.teacher.strip():
             raise ValueError(f"teacher_off_tti_s {self.teacher_off_tti_s} is given but no teacher is named "
                              "(teacher = \"\")")
+        if self.teacher_defence_weight and not self.teacher_off_tti_s:
+            raise ValueError(f"teacher_defence_weight {self.teacher_defence_weight} is given but "
+                             "teacher_off_tti_s is 0 (no sample is in the defence)")
         if self.teacher_floor > self.teacher_coef:
             raise ValueError(f"teacher_floor {self.teacher_floor} is above teacher_coef {self.teacher_coef}: "
                              "the weight falls from teacher_coef to teacher_floor")
@@ -228,6 +235,7 @@ PPO_BOUNDS: dict[str, Bounds] = {
     "teacher_until": positive(1.0),
     "teacher_floor": Bounds(0.0, 1000.0),
     "teacher_off_tti_s": Bounds(0.0, 1e6),
+    "teacher_defence_weight": Bounds(0.0, 1.0),
 }
 """The range of each number of :class:`PPOConfig` (a list's bound holds for each item; a
 ``target_kl`` of ``None`` is "never"). ``update_epochs`` is a count of passes one update makes

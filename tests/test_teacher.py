@@ -215,6 +215,10 @@ def test_the_teacher_fields_are_checked():
         PPOConfig(teacher_off_tti_s=30.0)
     with pytest.raises(ValueError, match="teacher_off_tti_s"):
         PPOConfig(teacher="crank", teacher_coef=1.0, teacher_off_tti_s=-1.0)
+    with pytest.raises(ValueError, match=r"teacher_defence_weight 0\.25 is given but teacher_off_tti_s is 0"):
+        PPOConfig(teacher="crank", teacher_coef=1.0, teacher_defence_weight=0.25)
+    with pytest.raises(ValueError, match="teacher_defence_weight"):
+        PPOConfig(teacher="crank", teacher_coef=1.0, teacher_off_tti_s=15.0, teacher_defence_weight=1.5)
     with pytest.raises(ValueError, match="no teacher was given"):
         PPOLearner(PPOConfig(teacher="crank", teacher_coef=1.0), 12, ActionSpec("multi_discrete", nvec=(3, 3, 2)))
 
@@ -260,6 +264,10 @@ def test_the_launchers_teacher_is_not_asked_where_a_missile_is_about_to_hit():
                      inbound(layout, 2, 16_000.0, 800.0), inbound(layout, 2, 16_000.0, -300.0)])
     actions, weights = teacher(obs)
     assert actions.shape == (8, 3) and weights.tolist() == [1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 1.0, 1.0]
+    # A defence weight keeps that share of the teacher's pull there.
+    kept = make_teacher(sim_config(teacher="crank", teacher_coef=1.0, teacher_off_tti_s=30.0,
+                                   teacher_defence_weight=0.25), layout, torch.device("cpu"))
+    assert kept(obs)[1].tolist() == [1.0, 1.0, 1.0, 1.0, 0.25, 0.25, 1.0, 1.0]
     # Without the setting the teacher returns its actions alone, asked everywhere.
     plain = make_teacher(sim_config(teacher="crank", teacher_coef=1.0), layout, torch.device("cpu"))
     assert torch.equal(plain(obs), actions)

@@ -71,9 +71,10 @@ def make_teacher(cfg: PipelineConfig, layout: ObsLayout, device: torch.device) -
     likely actions. Agents act on a fixed number of environments, so one is built per batch size
     the learner hands it (a run's last batch may hold fewer chunks), the full batch's at once: a
     bad spec is a one-line ``ConfigError`` here, not at the first update. With
-    ``ppo.teacher_off_tti_s`` it also weighs each sample: 0 where a live inbound missile's time to
-    impact is under it (:func:`agents.scripted.most_urgent_missile`, the scripted fighters' own
-    threat), 1 elsewhere."""
+    ``ppo.teacher_off_tti_s`` it also weighs each sample: ``ppo.teacher_defence_weight`` (0 by
+    default) where a live inbound missile's time to impact is under it
+    (:func:`agents.scripted.most_urgent_missile`, the scripted fighters' own threat), 1
+    elsewhere."""
     spec = cfg.ppo.teacher
     agents: dict[int, BaseAgent] = {}
 
@@ -91,14 +92,16 @@ def make_teacher(cfg: PipelineConfig, layout: ObsLayout, device: torch.device) -
         return agents[n]
 
     agent_for(cfg.samples_per_batch)
-    off_tti_s = cfg.ppo.teacher_off_tti_s
+    off_tti_s, defence_weight = cfg.ppo.teacher_off_tti_s, cfg.ppo.teacher_defence_weight
 
     def teach(obs: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         actions = agent_for(obs.shape[0]).act(obs)
         if not off_tti_s:
             return actions
         tti, _, _, _ = most_urgent_missile(obs, layout, SPENT_SPEED_MPS)
-        return actions, (tti >= off_tti_s).to(obs.dtype)
+        calm = tti >= off_tti_s
+        return actions, calm.to(obs.dtype) if not defence_weight else torch.where(
+            calm, 1.0, defence_weight).to(obs.dtype)
 
     return teach
 
