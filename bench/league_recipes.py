@@ -82,10 +82,12 @@ outgrow its newest past self.
   ``sparring``: 0.875, 0.885, 0.875), ``crank`` 99.3–99.8 %, ``random`` 99.8, 99.6 and 97.8 %
   (``sparring``: 94.5–95.7 %), but the strongest of three fresh exploiters won 89.5, 93.5 and
   88.2 % (``sparring``: 32.5, 58.5, 15.2 %) and only seed 5's final was first in its round robin
-  (bench/RESULTS.md, "The teacher left out of the defence").
+  (bench/RESULTS.md, "The teacher left out of the defence"). A fourth seed, 3, made 0.912
+  (``herd``), ``random`` 99.0 %, its strongest exploiter 31.2 %, its final first
+  (bench/RESULTS.md, "``--recipe guarded`` on a fourth seed").
 
-The best worst seed held out is ``guarded``'s 0.887; no recipe meets the held-out target
-(≥ 0.90 against every held-out tactic) on its worst seed.
+The best worst seed held out is ``guarded``'s 0.887 (of four seeds); no recipe meets the
+held-out target (≥ 0.90 against every held-out tactic) on its worst seed.
 """
 
 from __future__ import annotations
