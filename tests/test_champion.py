@@ -209,10 +209,10 @@ def test_midrange_flies_the_champion_where_it_can_and_crank_elsewhere(options: d
         assert "\n" not in str(err.value) and str(err.value).startswith(f"Midrange-v0 opponent 'ace': checkpoint {ACE} ")
 
 
-@pytest.mark.parametrize("name", ["ace3", "ace4", "ace5"])
+@pytest.mark.parametrize("name", ["ace3", "ace4", "ace5", "ace6"])
 def test_the_reach_reading_champions_fly_the_sim_they_know_by_name_and_are_refused_by_the_default_in_one_line(
         name: str) -> None:
-    """``ace3``, ``ace4`` and ``ace5`` read the reach block and a trace: the evaluator and the cockpit give
+    """``ace3``, ``ace4``, ``ace5`` and ``ace6`` read the reach block and a trace: the evaluator and the cockpit give
     them that simulator by name (the others read the frame before them), ``Midrange-v0`` without
     them refuses them."""
     assert trained_sim_config(["ace2", "crank"]) == SimConfig().rules_start()
