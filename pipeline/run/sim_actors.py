@@ -99,9 +99,7 @@ def make_teacher(cfg: PipelineConfig, layout: ObsLayout, device: torch.device) -
         if not off_tti_s:
             return actions
         tti, _, _, _ = most_urgent_missile(obs, layout, SPENT_SPEED_MPS)
-        calm = tti >= off_tti_s
-        return actions, calm.to(obs.dtype) if not defence_weight else torch.where(
-            calm, 1.0, defence_weight).to(obs.dtype)
+        return actions, torch.where(tti >= off_tti_s, 1.0, defence_weight).to(obs.dtype)
 
     return teach
 
